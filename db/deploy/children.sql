@@ -1,0 +1,15 @@
+-- Deploy jobfence:children to pg
+-- requires: job
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.children(job_id bigint)
+RETURNS SETOF jobs.job
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.* FROM jobs.job AS c WHERE c.parent_id = children.job_id ORDER BY c.id
+$$;
+COMMENT ON FUNCTION jobs.children(bigint) IS
+    'A fan-in coordinator''s children with their status, result and error, by id: what the coordinator reads when it runs. Zero rows for a job without children.';
+REVOKE ALL ON FUNCTION jobs.children(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.children(bigint) TO jobs_producer, jobs_worker, jobs_admin;
+COMMIT;

@@ -1,0 +1,24 @@
+-- Deploy jobfence:claim to pg
+-- requires: grant_leases
+-- requires: check_worker
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.claim(job_id bigint, worker text)
+RETURNS SETOF jobs.lease
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    picked bigint[];
+BEGIN
+    PERFORM jobs.check_worker('jobs.claim', worker);
+    -- Zero rows when the job is not claimable now (already claimed, not due, blocked, unknown):
+    -- a duplicate Redis signal is harmless. FOR UPDATE waits out a concurrent claimer and then
+    -- re-checks the row, so exactly one of N racing claims wins.
+    picked := ARRAY(SELECT c.id FROM jobs.claimable AS c WHERE c.id = claim.job_id FOR UPDATE);
+    RETURN QUERY SELECT * FROM jobs.grant_leases(picked, worker);
+END $$;
+COMMENT ON FUNCTION jobs.claim(bigint, text) IS
+    'Claim one job if it is claimable now (queued -> processing, lease_version + 1). Returns the lease, or zero rows.';
+REVOKE ALL ON FUNCTION jobs.claim(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.claim(bigint, text) TO jobs_worker, jobs_admin;
+COMMIT;

@@ -1,0 +1,61 @@
+-- Deploy jobfence:define_type to pg
+-- requires: job_type
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.define_type(
+    kind              text,
+    queue             text DEFAULT 'default',
+    lease_timeout     interval DEFAULT '15 seconds',
+    timeout           interval DEFAULT '30 seconds',
+    max_retries       integer DEFAULT 3,
+    backoff_base      interval DEFAULT '1 second',
+    backoff_max       interval DEFAULT '5 minutes',
+    max_payload_bytes integer DEFAULT 262144,
+    slo_latency       interval DEFAULT '25 seconds',
+    slo_target        numeric DEFAULT 0.95)
+RETURNS jobs.job_type
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    problem text;
+    defined jobs.job_type;
+BEGIN
+    -- Names end up in Redis keys (jobfence:{queue}:ready) and log lines: keep them plain.
+    problem := CASE
+        WHEN kind IS NULL OR kind !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+            format('kind %s is malformed', coalesce(quote_literal(kind), 'NULL'))
+        WHEN queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+            format('queue %s is malformed', coalesce(quote_literal(queue), 'NULL'))
+        WHEN lease_timeout IS NULL OR lease_timeout <= interval '0' THEN 'lease_timeout must be a positive interval'
+        WHEN timeout IS NULL OR timeout <= interval '0' THEN 'timeout must be a positive interval'
+        WHEN max_retries IS NULL OR max_retries NOT BETWEEN 0 AND 1000 THEN 'max_retries must be between 0 and 1000'
+        WHEN backoff_base IS NULL OR backoff_base <= interval '0' THEN 'backoff_base must be a positive interval'
+        WHEN backoff_max IS NULL OR backoff_max < backoff_base THEN 'backoff_max must be at least backoff_base'
+        WHEN max_payload_bytes IS NULL OR max_payload_bytes <= 0 THEN 'max_payload_bytes must be positive'
+        WHEN slo_latency IS NULL OR slo_latency <= interval '0' THEN 'slo_latency must be a positive interval'
+        WHEN slo_target IS NULL OR slo_target <= 0 OR slo_target > 1 THEN 'slo_target must be in (0, 1]'
+    END;
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'jobs.define_type: %', problem
+            USING ERRCODE = '22023',
+                  HINT = 'Names: 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit. Intervals: positive, e.g. ''30 seconds''.';
+    END IF;
+
+    INSERT INTO jobs.job_type AS t (kind, queue, lease_timeout, timeout, max_retries, backoff_base,
+                                    backoff_max, max_payload_bytes, slo_latency, slo_target)
+    VALUES (define_type.kind, define_type.queue, define_type.lease_timeout, define_type.timeout,
+            define_type.max_retries, define_type.backoff_base, define_type.backoff_max,
+            define_type.max_payload_bytes, define_type.slo_latency, define_type.slo_target)
+    ON CONFLICT ON CONSTRAINT job_type_pkey DO UPDATE
+       SET queue = excluded.queue, lease_timeout = excluded.lease_timeout, timeout = excluded.timeout,
+           max_retries = excluded.max_retries, backoff_base = excluded.backoff_base,
+           backoff_max = excluded.backoff_max, max_payload_bytes = excluded.max_payload_bytes,
+           slo_latency = excluded.slo_latency, slo_target = excluded.slo_target, updated_at = now()
+    RETURNING * INTO defined;
+    RETURN defined;
+END $$;
+COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric) IS
+    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLO. Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
+REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric) TO jobs_admin;
+COMMIT;

@@ -1,0 +1,15 @@
+-- Deploy jobfence:events to pg
+-- requires: event
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.events(job_id bigint)
+RETURNS SETOF jobs.event
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT e.* FROM jobs.event AS e WHERE e.job_id = events.job_id ORDER BY e.id
+$$;
+COMMENT ON FUNCTION jobs.events(bigint) IS
+    'A job''s transition history, oldest first: from/to status, lease_version after the transition, worker, reason, error. Zero rows for an unknown job.';
+REVOKE ALL ON FUNCTION jobs.events(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.events(bigint) TO jobs_producer, jobs_admin;
+COMMIT;

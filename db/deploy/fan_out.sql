@@ -1,0 +1,56 @@
+-- Deploy jobfence:fan_out to pg
+-- requires: insert_jobs
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.fan_out(children jsonb, then_spec jsonb)
+RETURNS jobs.job
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    coordinator jobs.job;
+    inserted record;
+    child record;
+    child_count integer;
+BEGIN
+    IF children IS NULL OR jsonb_typeof(children) <> 'array' THEN
+        RAISE EXCEPTION 'jobs.fan_out: children must be a JSON array of job specs'
+            USING ERRCODE = '22023', HINT = 'Pass [{"kind": "...", "payload": {...}}, ...]; [] makes the coordinator claimable at once.';
+    END IF;
+    IF then_spec IS NULL OR jsonb_typeof(then_spec) <> 'object' THEN
+        RAISE EXCEPTION 'jobs.fan_out: then_spec must be a JSON object (the coordinator''s job spec)'
+            USING ERRCODE = '22023', HINT = 'Pass {"kind": "...", "payload": {...}, "idempotency_key": "..."}.';
+    END IF;
+    child_count := jsonb_array_length(children);
+
+    -- The coordinator first: its idempotency key makes the whole fan-out replay-safe, and
+    -- it only becomes claimable once its last child ends, so it is not announced now
+    -- unless it has no children.
+    SELECT r.job, r.created INTO inserted
+      FROM jobs.insert_jobs('jobs.fan_out: then_spec',
+               jsonb_build_array(CASE WHEN child_count > 0
+                                      THEN then_spec || '{"notify": false}' ELSE then_spec END),
+               NULL, true) AS r;
+    coordinator := inserted.job;
+    IF NOT inserted.created OR child_count = 0 THEN
+        RETURN coordinator;
+    END IF;
+
+    FOR child IN SELECT r.job, r.created FROM jobs.insert_jobs('jobs.fan_out', children, coordinator.id, false) AS r LOOP
+        IF NOT child.created THEN
+            RAISE EXCEPTION 'jobs.fan_out: child idempotency_key % of kind % already belongs to job %',
+                quote_literal((child.job).idempotency_key), (child.job).kind, (child.job).id
+                USING ERRCODE = '22023',
+                      HINT = 'A child belongs to exactly one coordinator: put the idempotency key on then_spec to make the fan-out replay-safe.';
+        END IF;
+    END LOOP;
+
+    UPDATE jobs.job AS j SET pending_children = child_count, updated_at = now()
+     WHERE j.id = coordinator.id
+    RETURNING * INTO coordinator;
+    RETURN coordinator;
+END $$;
+COMMENT ON FUNCTION jobs.fan_out(jsonb, jsonb) IS
+    'Fan-out/fan-in: create the children and a coordinator job atomically. The coordinator is claimable once every child is terminal (done or failed); the last child''s outcome wakes it. An idempotency_key on then_spec makes the call replay-safe.';
+REVOKE ALL ON FUNCTION jobs.fan_out(jsonb, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.fan_out(jsonb, jsonb) TO jobs_producer, jobs_admin;
+COMMIT;

@@ -1,0 +1,65 @@
+-- Deploy jobfence:job to pg
+-- requires: job_type
+-- requires: status
+BEGIN;
+CREATE TABLE jobs.job (
+    id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind                text NOT NULL REFERENCES jobs.job_type (kind),
+    queue               text NOT NULL,
+    payload             jsonb NOT NULL DEFAULT '{}',
+    status              jobs.status NOT NULL DEFAULT 'queued',
+    result              jsonb,
+    error               text,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    claimed_at          timestamptz,
+    finished_at         timestamptz,
+    owned_by            text,
+    lease_version       bigint NOT NULL DEFAULT 0,
+    retry_count         integer NOT NULL DEFAULT 0,
+    max_retries         integer NOT NULL,
+    -- Copied from the kind at submit so a changed definition applies to new jobs only.
+    lease_timeout       interval NOT NULL,
+    timeout             interval NOT NULL,
+    run_after           timestamptz NOT NULL DEFAULT now(),
+    lease_expires_at    timestamptz,
+    idempotency_key     text,
+    ordering_key        text,
+    -- A pruned coordinator must not take its (terminal) children's history with it.
+    parent_id           bigint REFERENCES jobs.job (id) ON DELETE SET NULL,
+    pending_children    integer NOT NULL DEFAULT 0,
+    cancel_requested_at timestamptz,
+    CONSTRAINT job_lease_version_nonnegative CHECK (lease_version >= 0),
+    CONSTRAINT job_retry_count_nonnegative CHECK (retry_count >= 0),
+    CONSTRAINT job_pending_children_nonnegative CHECK (pending_children >= 0),
+    CONSTRAINT job_processing_has_owner CHECK (
+        status <> 'processing' OR (owned_by IS NOT NULL AND claimed_at IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    CONSTRAINT job_terminal_has_finished_at CHECK (
+        (status IN ('done', 'failed')) = (finished_at IS NOT NULL))
+);
+COMMENT ON TABLE jobs.job IS 'One row per job: the single source of truth. Written only by jobs.* functions.';
+REVOKE ALL ON jobs.job FROM PUBLIC;
+
+-- Hot paths, each served by a partial index so millions of terminal rows are never scanned.
+-- claim_next for given queues and stale_queued: due jobs of one queue, oldest due first.
+CREATE INDEX job_queued_by_queue_idx ON jobs.job (queue, run_after, id) WHERE status = 'queued';
+-- claim_next over every queue.
+CREATE INDEX job_queued_idx ON jobs.job (run_after, id) WHERE status = 'queued';
+-- reap: expired leases.
+CREATE INDEX job_lease_expiry_idx ON jobs.job (lease_expires_at) WHERE status = 'processing';
+-- recover_enqueue_failed.
+CREATE INDEX job_enqueue_failed_idx ON jobs.job (id) WHERE status = 'enqueue_failed';
+-- reap: queued jobs whose budget is already spent (normally none, so the index stays empty).
+CREATE INDEX job_overspent_idx ON jobs.job (id)
+    WHERE status IN ('queued', 'enqueue_failed') AND retry_count > max_retries;
+-- Ordering: is there an older unfinished job with the same key?
+CREATE INDEX job_ordering_idx ON jobs.job (ordering_key, id)
+    WHERE ordering_key IS NOT NULL AND status IN ('queued', 'processing', 'enqueue_failed');
+-- Fan-in: a coordinator's children.
+CREATE INDEX job_parent_idx ON jobs.job (parent_id) WHERE parent_id IS NOT NULL;
+-- prune: terminal jobs by age.
+CREATE INDEX job_finished_idx ON jobs.job (finished_at) WHERE status IN ('done', 'failed');
+-- Idempotency keys are unique per kind.
+CREATE UNIQUE INDEX job_idempotency_key_idx ON jobs.job (kind, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+COMMIT;

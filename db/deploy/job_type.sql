@@ -1,0 +1,29 @@
+-- Deploy jobfence:job_type to pg
+-- requires: jobs
+BEGIN;
+CREATE TABLE jobs.job_type (
+    kind              text PRIMARY KEY,
+    queue             text NOT NULL DEFAULT 'default',
+    lease_timeout     interval NOT NULL DEFAULT '15 seconds',
+    timeout           interval NOT NULL DEFAULT '30 seconds',
+    max_retries       integer NOT NULL DEFAULT 3,
+    backoff_base      interval NOT NULL DEFAULT '1 second',
+    backoff_max       interval NOT NULL DEFAULT '5 minutes',
+    max_payload_bytes integer NOT NULL DEFAULT 262144,
+    slo_latency       interval NOT NULL DEFAULT '25 seconds',
+    slo_target        numeric NOT NULL DEFAULT 0.95,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    -- define_type validates with friendlier errors; these keep a hand edit honest too.
+    CONSTRAINT job_type_lease_timeout_positive CHECK (lease_timeout > interval '0'),
+    CONSTRAINT job_type_timeout_positive CHECK (timeout > interval '0'),
+    CONSTRAINT job_type_max_retries_range CHECK (max_retries BETWEEN 0 AND 1000),
+    CONSTRAINT job_type_backoff_order CHECK (backoff_base > interval '0' AND backoff_max >= backoff_base),
+    CONSTRAINT job_type_payload_limit_positive CHECK (max_payload_bytes > 0),
+    CONSTRAINT job_type_slo_latency_positive CHECK (slo_latency > interval '0'),
+    CONSTRAINT job_type_slo_target_range CHECK (slo_target > 0 AND slo_target <= 1)
+);
+COMMENT ON TABLE jobs.job_type IS
+    'Per-kind definition (queue, lease, execution timeout, retry budget, backoff, payload limit, SLO). Written by jobs.define_type.';
+REVOKE ALL ON jobs.job_type FROM PUBLIC;
+COMMIT;

@@ -1,0 +1,51 @@
+-- Deploy jobfence:prune to pg
+-- requires: job
+-- requires: event
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cutoff timestamptz;
+    batch_size constant integer := 5000;
+    deleted integer;
+    total bigint := 0;
+BEGIN
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION 'jobs.prune: older_than must be a non-negative interval'
+            USING ERRCODE = '22023', HINT = 'E.g. ''7 days''. Only done and failed jobs are ever deleted.';
+    END IF;
+    cutoff := now() - older_than;
+    -- Batches of row-level deletes through the finished_at index: no table lock, and
+    -- SKIP LOCKED means a concurrent replay or read never waits on the pruner.
+    -- A child stays while its coordinator is kept, so children() stays complete; events go
+    -- with their job (ON DELETE CASCADE).
+    LOOP
+        WITH victims AS (
+            SELECT j.id
+              FROM jobs.job AS j
+             WHERE j.status IN ('done', 'failed')
+               AND j.finished_at < cutoff
+               AND NOT EXISTS (
+                       SELECT 1 FROM jobs.job AS p
+                        WHERE p.id = j.parent_id
+                          AND NOT (p.status IN ('done', 'failed') AND p.finished_at < cutoff))
+             ORDER BY j.finished_at
+             LIMIT batch_size
+               FOR UPDATE SKIP LOCKED
+        ), gone AS (
+            DELETE FROM jobs.job AS j USING victims AS v WHERE j.id = v.id RETURNING 1
+        )
+        SELECT count(*) INTO deleted FROM gone;
+        total := total + deleted;
+        EXIT WHEN deleted < batch_size;
+    END LOOP;
+    RETURN total;
+END $$;
+COMMENT ON FUNCTION jobs.prune(interval) IS
+    'Retention: delete done/failed jobs whose finished_at is older than older_than, with their events, in batches. A child is kept while its coordinator is. Returns the number of jobs deleted.';
+REVOKE ALL ON FUNCTION jobs.prune(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.prune(interval) TO jobs_admin;
+COMMIT;

@@ -1,0 +1,36 @@
+-- Deploy jobfence:stale_queued to pg
+-- requires: claimable
+-- requires: signal
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.stale_queued(queue text, older_than interval DEFAULT '5 seconds', max_jobs integer DEFAULT 1000)
+RETURNS SETOF jobs.signal
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF queue IS NULL THEN
+        RAISE EXCEPTION 'jobs.stale_queued: queue must not be NULL'
+            USING ERRCODE = '22023', HINT = 'Call it once per queue whose Redis ready list is empty.';
+    END IF;
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION 'jobs.stale_queued: older_than must be a non-negative interval'
+            USING ERRCODE = '22023', HINT = 'E.g. ''5 seconds'': skip jobs whose signal may still be in flight.';
+    END IF;
+    IF max_jobs IS NULL OR max_jobs < 1 THEN
+        RAISE EXCEPTION 'jobs.stale_queued: max_jobs must be at least 1, got %', coalesce(max_jobs::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'The reaper pushes at most this many ids per sweep.';
+    END IF;
+    -- Read-only: lost signals cost latency, never jobs. Pushing a job twice is harmless.
+    RETURN QUERY
+    SELECT c.id, c.queue, c.run_after
+      FROM jobs.claimable AS c
+     WHERE c.queue = stale_queued.queue
+       AND c.updated_at <= now() - older_than
+     ORDER BY c.id
+     LIMIT max_jobs;
+END $$;
+COMMENT ON FUNCTION jobs.stale_queued(text, interval, integer) IS
+    'Claimable jobs of a queue untouched for older_than, oldest id first: what the reaper re-pushes when the Redis ready list is empty.';
+REVOKE ALL ON FUNCTION jobs.stale_queued(text, interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.stale_queued(text, interval, integer) TO jobs_admin;
+COMMIT;

@@ -1,0 +1,28 @@
+-- Deploy jobfence:submit to pg
+-- requires: insert_jobs
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.submit(
+    kind            text,
+    payload         jsonb DEFAULT '{}',
+    idempotency_key text DEFAULT NULL,
+    run_after       timestamptz DEFAULT NULL,
+    ordering_key    text DEFAULT NULL,
+    notify          boolean DEFAULT true)
+RETURNS jobs.job
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (r.job).*
+      FROM jobs.insert_jobs(
+               'jobs.submit',
+               jsonb_build_array(jsonb_build_object(
+                   'kind', submit.kind, 'payload', submit.payload,
+                   'idempotency_key', submit.idempotency_key, 'run_after', submit.run_after,
+                   'ordering_key', submit.ordering_key, 'notify', coalesce(submit.notify, true))),
+               NULL, true) AS r
+$$;
+COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) IS
+    'Create a queued job (new -> queued). A repeated idempotency_key returns the existing job unchanged. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit.';
+REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) TO jobs_producer, jobs_admin;
+COMMIT;

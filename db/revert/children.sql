@@ -1,0 +1,4 @@
+-- Revert jobfence:children from pg
+BEGIN;
+DROP FUNCTION jobs.children(bigint);
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:claim from pg
+BEGIN;
+DROP FUNCTION jobs.claim(bigint, text);
+COMMIT;

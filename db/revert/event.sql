@@ -1,0 +1,4 @@
+-- Revert jobfence:event from pg
+BEGIN;
+DROP TABLE jobs.event;
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:get from pg
+BEGIN;
+DROP FUNCTION jobs.get(bigint);
+COMMIT;

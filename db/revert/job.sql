@@ -1,0 +1,4 @@
+-- Revert jobfence:job from pg
+BEGIN;
+DROP TABLE jobs.job;
+COMMIT;

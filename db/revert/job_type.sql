@@ -1,0 +1,4 @@
+-- Revert jobfence:job_type from pg
+BEGIN;
+DROP TABLE jobs.job_type;
+COMMIT;

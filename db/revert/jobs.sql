@@ -1,0 +1,4 @@
+-- Revert jobfence:jobs from pg
+BEGIN;
+DROP SCHEMA jobs;
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:lease from pg
+BEGIN;
+DROP TYPE jobs.lease;
+COMMIT;

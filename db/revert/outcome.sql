@@ -1,0 +1,4 @@
+-- Revert jobfence:outcome from pg
+BEGIN;
+DROP TYPE jobs.outcome;
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:prune from pg
+BEGIN;
+DROP FUNCTION jobs.prune(interval);
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:replay from pg
+BEGIN;
+DROP FUNCTION jobs.replay(bigint);
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:signal from pg
+BEGIN;
+DROP TYPE jobs.signal;
+COMMIT;

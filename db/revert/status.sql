@@ -1,0 +1,4 @@
+-- Revert jobfence:status from pg
+BEGIN;
+DROP TYPE jobs.status;
+COMMIT;

@@ -1,0 +1,4 @@
+-- Verify jobfence:job_type on pg
+SELECT kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max,
+       max_payload_bytes, slo_latency, slo_target, created_at, updated_at
+  FROM jobs.job_type WHERE false;

@@ -1,0 +1,2 @@
+-- Verify jobfence:jobs_worker on pg
+SELECT 1 / count(*) FROM pg_catalog.pg_roles WHERE rolname = 'jobs_worker';

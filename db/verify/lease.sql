@@ -1,0 +1,2 @@
+-- Verify jobfence:lease on pg
+SELECT 'jobs.lease'::regtype;

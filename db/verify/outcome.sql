@@ -1,0 +1,2 @@
+-- Verify jobfence:outcome on pg
+SELECT 'jobs.outcome'::regtype;

@@ -1,0 +1,2 @@
+-- Verify jobfence:signal on pg
+SELECT 'jobs.signal'::regtype;

@@ -1,0 +1,134 @@
+"""Producer and operator API: submit (commit, then push), inspect, cancel, replay."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+import redis
+
+from . import log as jlog
+from .db import Database, _spec
+from .rows import Event, Job, Outcome
+from .transport import Transport
+
+logger = logging.getLogger("jobfence.client")
+
+TERMINAL = ("done", "failed")
+
+
+class Client:
+    """Submit jobs and look after them.
+
+    ``submit`` follows DESIGN §6: ``jobs.submit(..., notify => false)`` commits the row, then
+    the id is pushed to Redis; if the push fails the job is parked with
+    ``jobs.mark_enqueue_failed`` (the reaper recovers it) and the id is still returned —
+    the job is durable either way.
+    """
+
+    def __init__(self, database_url: str, redis_url: str, *, pool_size: int = 2):
+        self.db = Database(database_url, max_size=pool_size, name="jobfence-client")
+        self.transport = Transport(redis_url)
+
+    def close(self) -> None:
+        self.db.close()
+        self.transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- producing ------------------------------------------------------------------------
+    def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+               run_after: datetime | None = None, ordering_key: str | None = None) -> int:
+        job = self.db.submit(kind, payload, idempotency_key=idempotency_key,
+                             run_after=run_after, ordering_key=ordering_key, notify=False)
+        self._signal([job])
+        return job.id
+
+    def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
+        """Submit many jobs in one transaction: each spec is a dict with ``kind`` and
+        optionally ``payload``, ``idempotency_key``, ``run_after``, ``ordering_key`` — or a
+        ``(kind, payload)`` tuple. Returns ids in spec order."""
+        jobs = self.db.submit_many([self._normalise(s) for s in specs])
+        self._signal(jobs)
+        return [j.id for j in jobs]
+
+    def fan_out(self, children: Sequence[dict | tuple], then: dict | tuple) -> int:
+        """Submit children and a coordinator that becomes claimable once every child is
+        terminal; returns the coordinator's id."""
+        coordinator = self.db.fan_out([self._normalise(c) for c in children],
+                                      self._normalise(then))
+        # fan_out returns only the coordinator: its children are read back to push them.
+        self._signal(self.db.children(coordinator.id))
+        return coordinator.id
+
+    @staticmethod
+    def _normalise(spec: dict | tuple) -> dict:
+        if isinstance(spec, tuple):
+            spec = {"kind": spec[0], "payload": spec[1] if len(spec) > 1 else None}
+        spec = dict(spec)
+        kind = spec.pop("kind")
+        payload = spec.pop("payload", None)
+        return _spec(kind, payload, notify=False, **spec)
+
+    def _signal(self, jobs: Iterable[Job]) -> None:
+        # Only queued jobs are worth a signal: an idempotent repeat may return a finished
+        # job, and a fan-in coordinator is woken by its last child instead.
+        todo = [j for j in jobs if j is not None and j.status == "queued"
+                and not (j.pending_children or 0)]
+        if not todo:
+            return
+        try:
+            self.transport.push((j.id, j.queue, j.run_after) for j in todo)
+        except redis.RedisError as exc:
+            ids = [j.id for j in todo]
+            marked = self.db.mark_enqueue_failed(ids)
+            jlog.event(logger, logging.WARNING, "enqueue_failed",
+                       "Redis push failed after commit; parked as enqueue_failed for the reaper",
+                       job_ids=ids[:20], count=len(ids), marked=marked, error=str(exc))
+
+    # -- operating ------------------------------------------------------------------------
+    def get(self, job_id: int) -> Job:
+        return self.db.get(job_id)
+
+    def events(self, job_id: int) -> list[Event]:
+        return self.db.events(job_id)
+
+    def children(self, job_id: int) -> list[Job]:
+        return self.db.children(job_id)
+
+    def cancel(self, job_id: int, reason: str = "cancelled") -> Outcome:
+        outcome = self.db.cancel(job_id, reason)
+        self._wake(outcome.wake)
+        return outcome
+
+    def replay(self, job_id: int) -> bool:
+        """Re-drive a failed job; False (no-op) for a done one. ``jobs.replay`` does not
+        signal, so the id is pushed here."""
+        replayed = self.db.replay(job_id)
+        if replayed:
+            self._signal([self.db.get(job_id)])
+        return replayed
+
+    def _wake(self, wake: Sequence[int] | None) -> None:
+        if wake:
+            self._signal([self.db.get(i) for i in wake])
+
+    def status_counts(self, job_ids: Sequence[int]) -> dict[str, int]:
+        return self.db.status_counts(job_ids)
+
+    def wait(self, job_id: int, timeout: float = 30.0, interval: float = 0.1) -> Job:
+        """Poll until the job is terminal; raises TimeoutError with the last state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.db.get(job_id)
+            if job.status in TERMINAL:
+                return job
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job_id} still {job.status} after {timeout}s")
+            time.sleep(interval)

@@ -1,0 +1,176 @@
+"""PostgreSQL access: an autocommit pool and one method per SQL API call.
+
+Each method is one statement from ``jobfence.sql`` in its own transaction (autocommit), so a
+worker never idles in a transaction while a handler runs. Server errors of the registry come
+back as ``jobfence.errors`` exceptions; connection failures stay ``psycopg.OperationalError``
+so the processes can back off and retry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Iterator, Sequence
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from . import rows, sql
+from .errors import translate
+
+
+def _seconds(value: float | timedelta | None) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    return timedelta(seconds=float(value))
+
+
+def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+          run_after: datetime | None = None, ordering_key: str | None = None,
+          notify: bool = False) -> dict:
+    spec: dict[str, Any] = {"kind": kind, "payload": {} if payload is None else payload,
+                            "notify": notify}
+    if idempotency_key is not None:
+        spec["idempotency_key"] = idempotency_key
+    if run_after is not None:
+        spec["run_after"] = run_after.isoformat()
+    if ordering_key is not None:
+        spec["ordering_key"] = ordering_key
+    return spec
+
+
+class Database:
+    """A small autocommit pool with a typed method per SQL function."""
+
+    def __init__(self, url: str, *, max_size: int = 4, name: str = "jobfence",
+                 open_timeout: float | None = None):
+        self.url = url
+        self.pool = ConnectionPool(
+            url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=10.0,
+            kwargs={"autocommit": True, "application_name": name},
+            # A restarted server leaves dead sockets in the pool: test before handing out.
+            check=ConnectionPool.check_connection,
+            # Keep trying for as long as the process lives: PostgreSQL coming back later
+            # must not leave a worker with an empty pool.
+            reconnect_timeout=10 * 365 * 86400.0,
+        )
+        self.pool.open(wait=open_timeout is not None, timeout=open_timeout or 30.0)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- plumbing -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        with self.pool.connection() as conn:
+            yield conn
+
+    @staticmethod
+    def run(conn: psycopg.Connection, query, params: dict | None, row_factory) -> list:
+        try:
+            with conn.cursor(row_factory=row_factory) as cur:
+                cur.execute(query, params)
+                return cur.fetchall()
+        except psycopg.Error as exc:
+            mapped = translate(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def _all(self, query, params: dict | None = None, row_factory=dict_row) -> list:
+        with self.pool.connection() as conn:
+            return self.run(conn, query, params, row_factory)
+
+    def _one(self, query, params: dict | None = None, row_factory=dict_row):
+        found = self._all(query, params, row_factory)
+        return found[0] if found else None
+
+    # -- producer -------------------------------------------------------------------------
+    def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+               run_after: datetime | None = None, ordering_key: str | None = None,
+               notify: bool = False) -> rows.Job:
+        return self._one(sql.SUBMIT, {
+            "kind": kind, "payload": Jsonb({} if payload is None else payload),
+            "idempotency_key": idempotency_key, "run_after": run_after,
+            "ordering_key": ordering_key, "notify": notify}, rows.JOB)
+
+    def submit_many(self, specs: Sequence[dict]) -> list[rows.Job]:
+        return self._all(sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)
+
+    def fan_out(self, children: Sequence[dict], then_spec: dict) -> rows.Job:
+        return self._one(sql.FAN_OUT, {"children": Jsonb(list(children)),
+                                       "then_spec": Jsonb(then_spec)}, rows.JOB)
+
+    def mark_enqueue_failed(self, job_ids: Iterable[int]) -> int:
+        found = self._one(sql.MARK_ENQUEUE_FAILED, {"job_ids": list(job_ids)})
+        return int(found["marked"] or 0)
+
+    # -- types ----------------------------------------------------------------------------
+    def define_type(self, kind: str, **options) -> dict:
+        params = {"kind": kind}
+        for name, value in options.items():
+            params[name] = _seconds(value) if name in (
+                "lease_timeout", "timeout", "backoff_base", "backoff_max", "slo_latency") else value
+        return self._one(sql.define_type(options), params)
+
+    # -- worker ---------------------------------------------------------------------------
+    def claim_many(self, job_ids: Sequence[int], worker: str) -> list[rows.Lease]:
+        return self._all(sql.CLAIM_MANY, {"job_ids": list(job_ids), "worker": worker}, rows.LEASE)
+
+    def heartbeat(self, job_id: int, worker: str, lease_version: int) -> rows.Heartbeat:
+        return self._one(sql.HEARTBEAT, {"job_id": job_id, "worker": worker,
+                                         "lease_version": lease_version}, rows.HEARTBEAT)
+
+    def complete(self, job_id: int, worker: str, lease_version: int, result: Any = None,
+                 conn: psycopg.Connection | None = None) -> rows.Outcome:
+        params = {"job_id": job_id, "worker": worker, "lease_version": lease_version,
+                  "result": None if result is None else Jsonb(result)}
+        if conn is not None:
+            return self.run(conn, sql.COMPLETE, params, rows.OUTCOME)[0]
+        return self._one(sql.COMPLETE, params, rows.OUTCOME)
+
+    def complete_many(self, items: Sequence[tuple[int, int, Any]], worker: str) -> list[rows.Outcome]:
+        return self._all(sql.COMPLETE_MANY, {
+            "job_ids": [i[0] for i in items], "worker": worker,
+            "lease_versions": [i[1] for i in items],
+            "results": [None if i[2] is None else Jsonb(i[2]) for i in items]}, rows.OUTCOME)
+
+    def fail(self, job_id: int, worker: str, lease_version: int, error: str,
+             retryable: bool = True) -> rows.Outcome:
+        return self._one(sql.FAIL, {"job_id": job_id, "worker": worker,
+                                    "lease_version": lease_version, "error": error,
+                                    "retryable": retryable}, rows.OUTCOME)
+
+    # -- reaper ---------------------------------------------------------------------------
+    def reap(self, max_jobs: int = 1000) -> list[rows.Signal]:
+        return self._all(sql.REAP, {"max_jobs": max_jobs}, rows.SIGNAL)
+
+    def recover_enqueue_failed(self, max_jobs: int = 1000) -> list[rows.Signal]:
+        return self._all(sql.RECOVER_ENQUEUE_FAILED, {"max_jobs": max_jobs}, rows.SIGNAL)
+
+    def stale_queued(self, queue: str, older_than: float | timedelta = 5.0,
+                     max_jobs: int = 1000) -> list[rows.Signal]:
+        return self._all(sql.STALE_QUEUED, {"queue": queue, "older_than": _seconds(older_than),
+                                            "max_jobs": max_jobs}, rows.SIGNAL)
+
+    # -- operators ------------------------------------------------------------------------
+    def get(self, job_id: int) -> rows.Job:
+        return self._one(sql.GET, {"job_id": job_id}, rows.JOB)
+
+    def status_counts(self, job_ids: Sequence[int]) -> dict[str, int]:
+        return {r["status"]: int(r["n"]) for r in self._all(sql.STATUS_COUNTS,
+                                                             {"job_ids": list(job_ids)})}
+
+    def events(self, job_id: int) -> list[rows.Event]:
+        return self._all(sql.EVENTS, {"job_id": job_id}, rows.EVENT)
+
+    def children(self, job_id: int) -> list[rows.Job]:
+        return self._all(sql.CHILDREN, {"job_id": job_id}, rows.JOB)
+
+    def cancel(self, job_id: int, reason: str = "cancelled") -> rows.Outcome:
+        return self._one(sql.CANCEL, {"job_id": job_id, "reason": reason}, rows.OUTCOME)
+
+    def replay(self, job_id: int) -> bool:
+        return bool(self._one(sql.REPLAY, {"job_id": job_id})["replayed"])

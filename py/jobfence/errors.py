@@ -1,0 +1,92 @@
+"""Exceptions raised by the drivers, mapped from the SQLSTATE codes of docs/errors.md.
+
+The SQL functions are the authority on what is legal; this module only gives their errors a
+Python type so callers can ``except LeaseLost`` instead of comparing strings. A test keeps
+``REGISTRY`` and the table in docs/errors.md identical.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class JobfenceError(Exception):
+    """Base of every error raised by jobfence."""
+
+    sqlstate: str | None = None
+    name: str = "jobfence_error"
+
+    def __init__(self, message: str, *, hint: str | None = None, sqlstate: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if sqlstate is not None:
+            self.sqlstate = sqlstate
+
+    def __str__(self) -> str:
+        return f"{self.message} (HINT: {self.hint})" if self.hint else self.message
+
+
+class DatabaseError(JobfenceError):
+    """A PostgreSQL error with a SQLSTATE that is not in the registry."""
+
+    name = "database_error"
+
+
+class LeaseLost(JobfenceError):
+    """The authority predicate failed: the lease is stale, reaped or reassigned."""
+
+    sqlstate = "JB001"
+    name = "lease_lost"
+
+
+class JobNotFound(JobfenceError):
+    sqlstate = "JB002"
+    name = "job_not_found"
+
+
+class IllegalTransition(JobfenceError):
+    sqlstate = "JB003"
+    name = "illegal_transition"
+
+
+class PayloadTooLarge(JobfenceError):
+    sqlstate = "JB004"
+    name = "payload_too_large"
+
+
+class UnknownKind(JobfenceError):
+    sqlstate = "JB005"
+    name = "unknown_kind"
+
+
+class InvalidParameter(JobfenceError):
+    sqlstate = "22023"
+    name = "invalid_parameter_value"
+
+
+REGISTRY: dict[str, type[JobfenceError]] = {
+    cls.sqlstate: cls
+    for cls in (LeaseLost, JobNotFound, IllegalTransition, PayloadTooLarge, UnknownKind,
+                InvalidParameter)
+}
+
+
+class NonRetryable(Exception):
+    """Raise from a handler for a permanent error: the job fails at once, no retry."""
+
+
+class Cancelled(Exception):
+    """Raised by ``Context.raise_if_cancelled`` once the job was cancelled or timed out."""
+
+
+def translate(exc: psycopg.Error) -> JobfenceError | psycopg.Error:
+    """The registry exception for a server error, or the error itself when it has no code
+    of ours (connection failures stay psycopg.OperationalError so callers can retry)."""
+    diag = getattr(exc, "diag", None)
+    code = getattr(exc, "sqlstate", None) or (diag.sqlstate if diag else None)
+    cls = REGISTRY.get(code or "")
+    if cls is None:
+        return exc
+    message = diag.message_primary if diag and diag.message_primary else str(exc)
+    return cls(message, hint=diag.message_hint if diag else None, sqlstate=code)

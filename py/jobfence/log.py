@@ -1,0 +1,68 @@
+"""Structured logging: one line per event, ``--log-format json`` (one JSON object per line)
+or ``text`` (key=value). Every job line carries job_id, lease_version and worker so a job's
+history can be followed across processes with grep or jq."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+_STATIC: dict[str, Any] = {}
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": getattr(record, "event", None) or "log",
+            "msg": record.getMessage(),
+        }
+        line.update(_STATIC)
+        line.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%H:%M:%S", time.localtime(record.created))
+        fields = dict(_STATIC)
+        fields.update(getattr(record, "fields", {}) or {})
+        event = getattr(record, "event", None)
+        parts = [f"{ts}.{int(record.msecs):03d}", f"{record.levelname:<7}"]
+        if event:
+            parts.append(event)
+        parts.append(record.getMessage())
+        parts.extend(f"{k}={v}" for k, v in fields.items() if v is not None)
+        text = " ".join(parts)
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def setup(fmt: str = "text", level: str = "INFO", stream=None, **static: Any) -> None:
+    """Configure the root logger for a jobfence process; ``static`` fields (role, worker)
+    are added to every line."""
+    _STATIC.clear()
+    _STATIC.update({k: v for k, v in static.items() if v is not None})
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Library chatter (pool reconnect attempts every few ms) would drown our own lines.
+    logging.getLogger("psycopg").setLevel(logging.WARNING)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
+def event(logger: logging.Logger, level: int, name: str, msg: str, **fields: Any) -> None:
+    logger.log(level, msg, extra={"event": name, "fields": fields})

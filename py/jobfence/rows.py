@@ -1,0 +1,124 @@
+"""Typed rows for the composite types of the SQL API (DESIGN §4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import class_row, kwargs_row
+
+
+@dataclass(frozen=True)
+class Lease:
+    """``jobs.lease``: what a claim hands the worker; (job_id, lease_version) is its fence."""
+
+    job_id: int
+    lease_version: int
+    kind: str
+    queue: str
+    payload: Any
+    attempt: int
+    lease_expires_at: datetime
+    timeout_at: datetime
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``jobs.outcome``: the answer of complete / fail / cancel."""
+
+    job_id: int
+    accepted: bool
+    status: str
+    run_after: datetime | None
+    wake: list[int] | None
+
+
+@dataclass(frozen=True)
+class Signal:
+    """``jobs.signal``: a job id to push, to its queue's ready list or delayed set."""
+
+    job_id: int
+    queue: str
+    run_after: datetime | None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """``jobs.heartbeat``."""
+
+    alive: bool
+    cancel_requested: bool
+    lease_expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A ``jobs.job`` row as ``jobs.get`` returns it. Columns this version does not know land
+    in ``extra`` so a newer schema does not break an older driver."""
+
+    id: int
+    kind: str
+    queue: str
+    status: str
+    payload: Any = None
+    result: Any = None
+    error: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    claimed_at: datetime | None = None
+    finished_at: datetime | None = None
+    owned_by: str | None = None
+    lease_version: int = 0
+    retry_count: int = 0
+    max_retries: int | None = None
+    run_after: datetime | None = None
+    lease_expires_at: datetime | None = None
+    idempotency_key: str | None = None
+    ordering_key: str | None = None
+    parent_id: int | None = None
+    pending_children: int | None = None
+    cancel_requested_at: datetime | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class Event:
+    """A ``jobs.event`` row."""
+
+    id: int
+    job_id: int
+    at: datetime
+    from_status: str | None
+    to_status: str | None
+    lease_version: int | None
+    worker: str | None
+    reason: str | None
+    error: str | None
+    extra: dict = field(default_factory=dict)
+
+
+def _tolerant(cls):
+    known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+
+    def make(**cols):
+        extra = {k: v for k, v in cols.items() if k not in known}
+        fields_ = {k: (str(v) if k in ("status", "from_status", "to_status") and v is not None
+                       else v) for k, v in cols.items() if k in known}
+        return cls(**fields_, extra=extra)
+
+    return kwargs_row(make)
+
+
+LEASE = class_row(Lease)
+OUTCOME = class_row(Outcome)
+SIGNAL = class_row(Signal)
+HEARTBEAT = class_row(Heartbeat)
+JOB = _tolerant(Job)
+EVENT = _tolerant(Event)

@@ -1,0 +1,84 @@
+"""Every SQL statement the drivers run, by name.
+
+Nothing here but calls of ``jobs.*`` functions: the state machine lives in PostgreSQL, so a
+driver that wanted to change a row would have to add a statement here, where review sees it.
+Named parameters keep the calls readable and let the server's defaults apply.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql as _sql
+
+# -- producer -------------------------------------------------------------------------------
+# notify => false: the Python producer pushes the id itself after commit (DESIGN §6).
+SUBMIT = """
+SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
+                          idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
+                          ordering_key => %(ordering_key)s, notify => %(notify)s)
+"""
+SUBMIT_MANY = "SELECT * FROM jobs.submit_many(specs => %(specs)s)"
+FAN_OUT = "SELECT * FROM jobs.fan_out(children => %(children)s, then_spec => %(then_spec)s)"
+MARK_ENQUEUE_FAILED = "SELECT jobs.mark_enqueue_failed(job_ids => %(job_ids)s::bigint[]) AS marked"
+
+# -- worker ---------------------------------------------------------------------------------
+CLAIM_MANY = "SELECT * FROM jobs.claim_many(job_ids => %(job_ids)s::bigint[], worker => %(worker)s)"
+HEARTBEAT = """
+SELECT * FROM jobs.heartbeat(job_id => %(job_id)s, worker => %(worker)s,
+                             lease_version => %(lease_version)s)
+"""
+COMPLETE = """
+SELECT * FROM jobs.complete(job_id => %(job_id)s, worker => %(worker)s,
+                            lease_version => %(lease_version)s, result => %(result)s)
+"""
+COMPLETE_MANY = """
+SELECT * FROM jobs.complete_many(job_ids => %(job_ids)s::bigint[], worker => %(worker)s,
+                                 lease_versions => %(lease_versions)s::bigint[],
+                                 results => %(results)s::jsonb[])
+"""
+FAIL = """
+SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
+                        lease_version => %(lease_version)s, error => %(error)s,
+                        retryable => %(retryable)s)
+"""
+
+# -- reaper and relay -----------------------------------------------------------------------
+REAP = "SELECT * FROM jobs.reap(max_jobs => %(max_jobs)s)"
+RECOVER_ENQUEUE_FAILED = "SELECT * FROM jobs.recover_enqueue_failed(max_jobs => %(max_jobs)s)"
+STALE_QUEUED = """
+SELECT * FROM jobs.stale_queued(queue => %(queue)s, older_than => %(older_than)s,
+                                max_jobs => %(max_jobs)s)
+"""
+LISTEN_SUBMITTED = "LISTEN jobs_submitted"
+
+# -- operators ------------------------------------------------------------------------------
+GET = "SELECT * FROM jobs.get(job_id => %(job_id)s)"
+# One round trip for a progress bar over many ids; still nothing but jobs.get.
+STATUS_COUNTS = """
+SELECT j.status::text AS status, count(*) AS n
+  FROM unnest(%(job_ids)s::bigint[]) AS ids(id)
+ CROSS JOIN LATERAL jobs.get(job_id => ids.id) AS j
+ GROUP BY j.status
+"""
+EVENTS = "SELECT * FROM jobs.events(job_id => %(job_id)s)"
+CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"
+CANCEL = "SELECT * FROM jobs.cancel(job_id => %(job_id)s, reason => %(reason)s)"
+REPLAY = "SELECT jobs.replay(job_id => %(job_id)s) AS replayed"
+
+# define_type's defaults belong to the SQL: only the options a task names are passed, so an
+# omitted one takes the server default instead of a copy of it kept here.
+DEFINE_TYPE_OPTIONS = (
+    "queue", "lease_timeout", "timeout", "max_retries", "backoff_base", "backoff_max",
+    "max_payload_bytes", "slo_latency", "slo_target",
+)
+
+
+def define_type(options) -> _sql.Composed:
+    """``SELECT * FROM jobs.define_type(kind => %(kind)s, <option> => %(<option>)s, ...)``."""
+    unknown = set(options) - set(DEFINE_TYPE_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown define_type option(s): {', '.join(sorted(unknown))}")
+    args = [_sql.SQL("kind => %(kind)s")]
+    for name in DEFINE_TYPE_OPTIONS:
+        if name in options:
+            args.append(_sql.SQL("{} => {}").format(_sql.Identifier(name), _sql.Placeholder(name)))
+    return _sql.SQL("SELECT * FROM jobs.define_type({})").format(_sql.SQL(", ").join(args))

@@ -1,0 +1,113 @@
+"""Redis transport: job ids only. Everything here can be lost without losing a job, because
+PostgreSQL can rebuild it (the reaper re-pushes claimable jobs when a ready list is empty)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Iterable, Sequence
+
+import redis
+
+# The ready list is a FIFO: producers LPUSH, workers pop from the right.
+# Moving due ids must be atomic so that several reapers (and workers) never move one twice.
+_MOVE_DUE = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #ids > 0 then
+  redis.call('ZREM', KEYS[1], unpack(ids))
+  redis.call('LPUSH', KEYS[2], unpack(ids))
+end
+return #ids
+"""
+
+
+def ready_key(queue: str) -> str:
+    # The braces are literal: a Redis Cluster hash tag keeping a queue's keys in one slot.
+    return f"jobfence:{{{queue}}}:ready"
+
+
+def delayed_key(queue: str) -> str:
+    return f"jobfence:{{{queue}}}:delayed"
+
+
+def _epoch(run_after) -> float | None:
+    if run_after is None:
+        return None
+    return run_after.timestamp() if hasattr(run_after, "timestamp") else float(run_after)
+
+
+class Transport:
+    """Push, pop and move job ids. Every method may raise ``redis.RedisError``; callers decide
+    whether that is worth a retry (a worker) or a ``mark_enqueue_failed`` (a producer)."""
+
+    def __init__(self, url: str, *, socket_timeout: float = 5.0):
+        self.url = url
+        self.redis = redis.Redis.from_url(
+            url, socket_timeout=socket_timeout, socket_connect_timeout=2.0,
+            health_check_interval=30)
+        self._move_due = self.redis.register_script(_MOVE_DUE)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def ping(self) -> bool:
+        return bool(self.redis.ping())
+
+    def push(self, signals: Iterable[tuple[int, str, object]]) -> int:
+        """Push (job_id, queue, run_after) triples: due ids to the ready list, later ones to
+        the delayed set scored by run_after epoch. One round trip."""
+        now = time.time()
+        ready: dict[str, list[str]] = defaultdict(list)
+        delayed: dict[str, dict[str, float]] = defaultdict(dict)
+        count = 0
+        for job_id, queue, run_after in signals:
+            at = _epoch(run_after)
+            if at is None or at <= now:
+                ready[queue].append(str(job_id))
+            else:
+                delayed[queue][str(job_id)] = at
+            count += 1
+        if not count:
+            return 0
+        pipe = self.redis.pipeline(transaction=False)
+        for queue, ids in ready.items():
+            pipe.lpush(ready_key(queue), *ids)
+        for queue, members in delayed.items():
+            pipe.zadd(delayed_key(queue), members)
+        pipe.execute()
+        return count
+
+    def push_ids(self, queue: str, job_ids: Sequence[int]) -> int:
+        return self.push((i, queue, None) for i in job_ids)
+
+    def pop(self, queues: Sequence[str], count: int, timeout: float) -> list[int]:
+        """Block up to ``timeout`` seconds for up to ``count`` ids from the first non-empty
+        ready list. The short timeout keeps shutdown prompt."""
+        keys = [ready_key(q) for q in queues]
+        found = self.redis.blmpop(timeout, len(keys), *keys, direction="RIGHT", count=count)
+        if not found:
+            return []
+        _key, ids = found
+        out = []
+        for raw in ids:
+            try:
+                out.append(int(raw))
+            except (TypeError, ValueError):
+                continue  # garbage in a ready list is not a job: dropping it loses nothing
+        return out
+
+    def move_due(self, queue: str, limit: int = 1000) -> int:
+        return int(self._move_due(keys=[delayed_key(queue), ready_key(queue)],
+                                  args=[time.time(), limit]))
+
+    def ready_length(self, queue: str) -> int:
+        return int(self.redis.llen(ready_key(queue)))
+
+    def known_queues(self) -> set[str]:
+        """Queues that have a key in Redis now (a hint only: Redis may have been flushed)."""
+        found = set()
+        for key in self.redis.scan_iter(match="jobfence:{*}:*", count=500):
+            key = key.decode() if isinstance(key, bytes) else key
+            if key.startswith("jobfence:{") and "}:" in key:
+                found.add(key[len("jobfence:{"):key.rindex("}:")])
+        return found
