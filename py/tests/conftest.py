@@ -18,6 +18,11 @@ ADMIN_URL = os.environ.get("JOBFENCE_TEST_ADMIN_URL", "postgresql://root@127.0.0
 REDIS_URL = os.environ.get("JOBFENCE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
+def sqitch_target(url: str) -> str:
+    """sqitch names PostgreSQL targets db:pg://..., libpq names them postgresql://..."""
+    return "db:pg://" + url.split("://", 1)[1]
+
+
 def _server_url(admin_url: str) -> str:
     return admin_url.rsplit("/", 1)[0]
 
@@ -30,10 +35,11 @@ def database_url():
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        subprocess.run(
-            ["sqitch", "deploy", "--verify", "-q", f"db:{url}"],
-            cwd=REPO, check=True, capture_output=True, text=True,
+        deployed = subprocess.run(
+            ["sqitch", "--quiet", "deploy", "--verify", sqitch_target(url)],
+            cwd=REPO, capture_output=True, text=True,
         )
+        assert deployed.returncode == 0, f"sqitch deploy failed:\n{deployed.stdout}{deployed.stderr}"
         yield url
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
@@ -65,3 +71,207 @@ def redis_url():
     finally:
         client.flushdb()
         client.close()
+
+
+# -- process-level helpers for the driver, end-to-end and CLI tests -------------------------
+import json
+import signal
+import socket
+import sys
+
+# Short timings so that lease expiry, retries and reaper ticks happen within seconds.
+E2E_TYPE_OPTIONS = {"lease_timeout": 2.0, "timeout": 30.0, "max_retries": 3,
+                    "backoff_base": 0.2, "backoff_max": 0.4}
+
+
+def wait_until(predicate, timeout=20.0, interval=0.05, what="condition"):
+    """Poll ``predicate`` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A private redis-server on a free port, which a test may stop and start at will."""
+
+    def __init__(self, workdir: Path):
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis_lib.Redis(port=self.port)
+        try:
+            wait_until(lambda: self._ping(client), 10, what="redis-server to answer")
+        finally:
+            client.close()
+
+    @staticmethod
+    def _ping(client):
+        try:
+            return client.ping()
+        except redis_lib.RedisError:
+            return False
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def client(self):
+        return redis_lib.Redis.from_url(self.url)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class Proc:
+    """A jobfence process (``python -m jobfence ...``) logging JSON lines to a file."""
+
+    def __init__(self, name, args, env, logdir: Path):
+        self.name = name
+        self.log_path = logdir / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jobfence", "--log-format", "json", *args],
+            env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
+        self.pid = self.proc.pid
+
+    def events(self):
+        out = []
+        with open(self.log_path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass  # a line still being written
+        return out
+
+    def find(self, event, **match):
+        return [e for e in self.events() if e.get("event") == event
+                and all(e.get(k) == v for k, v in match.items())]
+
+    def wait_for(self, event, timeout=20.0, **match):
+        return wait_until(lambda: self.find(event, **match), timeout,
+                          what=f"{self.name}: event {event} {match or ''}\n{self.tail()}")
+
+    def tail(self, n=30):
+        try:
+            return "".join(open(self.log_path).readlines()[-n:])
+        except OSError:
+            return ""
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout):
+        return self.proc.wait(timeout)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGCONT)
+                self.proc.kill()
+                self.proc.wait(10)
+            except ProcessLookupError:
+                pass
+        self._log.close()
+
+
+@pytest.fixture
+def procs(tmp_path, clean_db, redis_url):
+    """Start jobfence subprocesses against the test database; all killed at teardown."""
+
+    class Procs:
+        def __init__(self):
+            self.started = []
+            self.database_url = clean_db
+            self.redis_url = redis_url
+            self.env = dict(os.environ, JOBFENCE_DATABASE_URL=clean_db,
+                            JOBFENCE_REDIS_URL=redis_url)
+            for key, value in E2E_TYPE_OPTIONS.items():
+                self.env[f"JOBFENCE_EXAMPLE_{key.upper()}"] = str(value)
+
+        def start(self, name, *args, env=None):
+            p = Proc(name, list(args), dict(self.env, **(env or {})), tmp_path)
+            self.started.append(p)
+            return p
+
+        def worker(self, name, *extra, ready=True, env=None):
+            p = self.start(name, "worker", "--app", "jobfence.examples:app", "--name", name,
+                           "--pop-timeout", "0.2", *extra, env=env)
+            if ready:
+                p.wait_for("worker_ready")
+            return p
+
+        def reaper(self, *extra, env=None):
+            p = self.start("reaper", "reaper", "--interval", "0.3", "--stale-after", "0.5",
+                           *extra, env=env)
+            p.wait_for("reaper_ready")
+            return p
+
+        def use_redis(self, url):
+            self.redis_url = url
+            self.env["JOBFENCE_REDIS_URL"] = url
+
+    p = Procs()
+    try:
+        yield p
+    finally:
+        for proc in p.started:
+            proc.kill()
+
+
+@pytest.fixture
+def declared(clean_db):
+    """Declare the example kinds with the short test timings; create the effect table."""
+    from jobfence.db import Database
+    from jobfence.examples import CREATE_EFFECT_TABLE, EFFECT_TABLE, app
+
+    db = Database(clean_db, max_size=1, open_timeout=10)
+    try:
+        for kind in app.tasks:
+            db.define_type(kind, **E2E_TYPE_OPTIONS)
+        with db.connection() as c:
+            c.execute(CREATE_EFFECT_TABLE)
+            c.execute(f"TRUNCATE {EFFECT_TABLE}")
+    finally:
+        db.close()
+    return clean_db
+
+
+@pytest.fixture
+def client(declared, redis_url):
+    from jobfence import Client
+
+    with Client(declared, redis_url) as c:
+        yield c
