@@ -6,9 +6,12 @@ CREATE OR REPLACE FUNCTION jobs.claim_next(worker text, queues text[] DEFAULT NU
 RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     picked bigint[];
+    candidates bigint[] := '{}';
+    queue_name text;
 BEGIN
     PERFORM jobs.check_worker('jobs.claim_next', worker);
     IF max_jobs IS NULL OR max_jobs < 1 THEN
@@ -16,23 +19,28 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Ask for as many jobs as you have free slots.';
     END IF;
     -- SKIP LOCKED: concurrent workers take different jobs instead of queueing on one row.
-    -- Oldest due first (run_after, id). With several queues each gets its own index range
-    -- scan (a plain "= ANY" could not use the index order), then the overall oldest win.
+    -- Oldest due first (run_after, id), read in index order: a plain "queue = ANY (queues)"
+    -- could not use that order and would sort the whole backlog. Each statement is simple
+    -- enough for a generic plan, so a call is not re-planned (see the SET clause).
     IF queues IS NULL THEN
         picked := ARRAY(SELECT c.id FROM jobs.claimable AS c
                          ORDER BY c.run_after, c.id
                          LIMIT max_jobs
                          FOR UPDATE SKIP LOCKED);
     ELSE
-        picked := ARRAY(SELECT due.id
-                          FROM (SELECT DISTINCT q.name FROM unnest(claim_next.queues) AS q(name)) AS q
-                         CROSS JOIN LATERAL (
-                               SELECT c.id, c.run_after FROM jobs.claimable AS c
-                                WHERE c.queue = q.name
-                                ORDER BY c.run_after, c.id
-                                LIMIT max_jobs
-                                FOR UPDATE SKIP LOCKED) AS due
-                         ORDER BY due.run_after, due.id
+        -- Per queue, then the overall oldest win; rows locked but not picked are released
+        -- when this transaction ends.
+        FOR queue_name IN SELECT DISTINCT q.name FROM unnest(claim_next.queues) AS q(name) WHERE q.name IS NOT NULL LOOP
+            candidates := candidates || ARRAY(
+                SELECT c.id FROM jobs.claimable AS c
+                 WHERE c.queue = queue_name
+                 ORDER BY c.run_after, c.id
+                 LIMIT max_jobs
+                 FOR UPDATE SKIP LOCKED);
+        END LOOP;
+        picked := ARRAY(SELECT j.id FROM jobs.job AS j
+                         WHERE j.id = ANY (candidates)
+                         ORDER BY j.run_after, j.id
                          LIMIT max_jobs);
     END IF;
     RETURN QUERY SELECT * FROM jobs.grant_leases(picked, worker);

@@ -7,9 +7,11 @@ CREATE OR REPLACE FUNCTION jobs.complete_many(job_ids bigint[], worker text, lea
 RETURNS SETOF jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     accepted_ids bigint[];
+    accepted_items bigint[];
     woken_by bigint[];
     woken bigint[];
 BEGIN
@@ -23,13 +25,18 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], results[i]); results may be NULL for no results.';
     END IF;
 
-    -- Authority predicate inline, per item. A repeated id counts once (its first occurrence).
-    WITH items AS (
-        SELECT DISTINCT ON (i.id) i.id, i.lease_version, i.result
+    -- Authority predicate inline, per item. A job can be completed once: when an id is
+    -- repeated, the first item that holds the current lease is the one applied.
+    WITH input AS (
+        SELECT i.id, i.lease_version, i.result, i.ord
           FROM unnest(complete_many.job_ids, complete_many.lease_versions,
                       coalesce(complete_many.results, array_fill(NULL::jsonb, ARRAY[cardinality(complete_many.job_ids)])))
                WITH ORDINALITY AS i(id, lease_version, result, ord)
-         ORDER BY i.id, i.ord
+    ), items AS (
+        SELECT DISTINCT ON (i.id) i.id, i.lease_version, i.result, i.ord
+          FROM input AS i
+          LEFT JOIN jobs.job AS cur ON cur.id = i.id
+         ORDER BY i.id, (cur.lease_version = i.lease_version) IS TRUE DESC, i.ord
     ), finished AS (
         UPDATE jobs.job AS j
            SET status = 'done', result = it.result, finished_at = now(), updated_at = now(),
@@ -39,13 +46,14 @@ BEGIN
            AND j.status = 'processing'
            AND j.owned_by = complete_many.worker
            AND j.lease_version = it.lease_version
-        RETURNING j.id, j.lease_version
+        RETURNING j.id, j.lease_version, it.ord
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
         SELECT f.id, now(), 'processing', 'done', f.lease_version, complete_many.worker, 'completed'
           FROM finished AS f
     )
-    SELECT coalesce(array_agg(f.id), '{}') INTO accepted_ids FROM finished AS f;
+    SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(f.ord), '{}') INTO accepted_ids, accepted_items
+      FROM finished AS f;
 
     SELECT coalesce(array_agg(w.source_id), '{}'), coalesce(array_agg(w.woken_id), '{}')
       INTO woken_by, woken
@@ -53,7 +61,7 @@ BEGIN
 
     RETURN QUERY
     WITH input AS (
-        SELECT i.id, i.ord, i.ord = min(i.ord) OVER (PARTITION BY i.id) AS first_occurrence
+        SELECT i.id, i.ord, i.ord = ANY (accepted_items) AS applied
           FROM unnest(complete_many.job_ids) WITH ORDINALITY AS i(id, ord)
     ), wake AS (
         SELECT w.source_id, array_agg(w.woken_id ORDER BY w.woken_id) AS ids
@@ -61,10 +69,10 @@ BEGIN
          GROUP BY w.source_id
     )
     SELECT i.id,
-           i.first_occurrence AND i.id = ANY (accepted_ids),
+           i.applied,
            j.status,
            j.run_after,
-           CASE WHEN i.first_occurrence THEN coalesce(wk.ids, '{}') ELSE '{}' END
+           CASE WHEN i.applied THEN coalesce(wk.ids, '{}') ELSE '{}' END
       FROM input AS i
       LEFT JOIN jobs.job AS j ON j.id = i.id
       LEFT JOIN wake AS wk ON wk.source_id = i.id

@@ -7,9 +7,13 @@ BEGIN;
 -- pick and lock the ids through jobs.claimable first; the status guard here is a second line.
 CREATE OR REPLACE FUNCTION jobs.grant_leases(job_ids bigint[], worker text)
 RETURNS SETOF jobs.lease
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
+BEGIN
+    -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
+    RETURN QUERY
     WITH claimed AS (
         UPDATE jobs.job AS j
            SET status = 'processing',
@@ -29,8 +33,8 @@ AS $$
     SELECT c.id, c.lease_version, c.kind, c.queue, c.payload, c.retry_count + 1,
            c.lease_expires_at, c.claimed_at + c.timeout
       FROM claimed AS c
-     ORDER BY c.id
-$$;
+     ORDER BY c.id;
+END $$;
 COMMENT ON FUNCTION jobs.grant_leases(bigint[], text) IS
     'Internal: move already-locked queued jobs to processing for worker and log the claim. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text) FROM PUBLIC;

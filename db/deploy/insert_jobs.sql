@@ -54,6 +54,11 @@ BEGIN
                 USING ERRCODE = '22023', HINT = 'Declare kinds with jobs.define_type and pass the name.';
         END IF;
         kind_name := spec ->> 'kind';
+        IF kind_name !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+            RAISE EXCEPTION '%: kind % is malformed', at_, quote_literal(kind_name)
+                USING ERRCODE = '22023',
+                      HINT = 'Kind names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit.';
+        END IF;
 
         body := coalesce(spec -> 'payload', '{}'::jsonb);
         IF jsonb_typeof(body) = 'null' THEN

@@ -9,18 +9,23 @@ CREATE OR REPLACE FUNCTION jobs.submit(
     ordering_key    text DEFAULT NULL,
     notify          boolean DEFAULT true)
 RETURNS jobs.job
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT (r.job).*
+DECLARE
+    submitted jobs.job;
+BEGIN
+    -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
+    SELECT (r.job).* INTO submitted
       FROM jobs.insert_jobs(
                'jobs.submit',
                jsonb_build_array(jsonb_build_object(
                    'kind', submit.kind, 'payload', submit.payload,
                    'idempotency_key', submit.idempotency_key, 'run_after', submit.run_after,
                    'ordering_key', submit.ordering_key, 'notify', coalesce(submit.notify, true))),
-               NULL, true) AS r
-$$;
+               NULL, true) AS r;
+    RETURN submitted;
+END $$;
 COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) IS
     'Create a queued job (new -> queued). A repeated idempotency_key returns the existing job unchanged. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit.';
 REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) FROM PUBLIC;

@@ -3,11 +3,12 @@
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.submit_many(specs jsonb)
 RETURNS SETOF jobs.job
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT (r.job).* FROM jobs.insert_jobs('jobs.submit_many', submit_many.specs, NULL, false) AS r
-$$;
+BEGIN
+    RETURN QUERY SELECT (r.job).* FROM jobs.insert_jobs('jobs.submit_many', submit_many.specs, NULL, false) AS r;
+END $$;
 COMMENT ON FUNCTION jobs.submit_many(jsonb) IS
     'Create many queued jobs in one call, all or nothing; returns them in input order (existing jobs for repeated idempotency keys). specs: [{kind, payload, idempotency_key, run_after, ordering_key, notify}].';
 REVOKE ALL ON FUNCTION jobs.submit_many(jsonb) FROM PUBLIC;

@@ -1,0 +1,239 @@
+-- Style tests: catalog checks that keep the rules true for every function in schema jobs,
+-- present and future (DESIGN §4 "Every function", STYLE.md), plus the exact public surface:
+-- function signatures and return types, the status enum and the composite types.
+BEGIN;
+SELECT plan(79);
+
+-- The public API of DESIGN §4 plus the internal helpers of docs/decisions.md.
+CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
+INSERT INTO expected_fn VALUES
+    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric)', 'jobs.job_type',
+     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target}', true),
+    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean)', 'jobs.job',
+     '{kind,payload,idempotency_key,run_after,ordering_key,notify}', true),
+    ('jobs.submit_many(jsonb)', 'setof jobs.job', '{specs}', true),
+    ('jobs.fan_out(jsonb,jsonb)', 'jobs.job', '{children,then_spec}', true),
+    ('jobs.mark_enqueue_failed(bigint[])', 'integer', '{job_ids}', true),
+    ('jobs.recover_enqueue_failed(integer)', 'setof jobs.signal', '{max_jobs}', true),
+    ('jobs.claim(bigint,text)', 'setof jobs.lease', '{job_id,worker}', true),
+    ('jobs.claim_many(bigint[],text)', 'setof jobs.lease', '{job_ids,worker}', true),
+    ('jobs.claim_next(text,text[],integer)', 'setof jobs.lease', '{worker,queues,max_jobs}', true),
+    ('jobs.heartbeat(bigint,text,bigint)', 'jobs.heartbeat', '{job_id,worker,lease_version}', true),
+    ('jobs.complete(bigint,text,bigint,jsonb)', 'jobs.outcome', '{job_id,worker,lease_version,result}', true),
+    ('jobs.complete_many(bigint[],text,bigint[],jsonb[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,results}', true),
+    ('jobs.fail(bigint,text,bigint,text,boolean)', 'jobs.outcome', '{job_id,worker,lease_version,error,retryable}', true),
+    ('jobs.reap(integer)', 'setof jobs.signal', '{max_jobs}', true),
+    ('jobs.cancel(bigint,text)', 'jobs.outcome', '{job_id,reason}', true),
+    ('jobs.replay(bigint)', 'boolean', '{job_id}', true),
+    ('jobs.stale_queued(text,interval,integer)', 'setof jobs.signal', '{queue,older_than,max_jobs}', true),
+    ('jobs.prune(interval)', 'bigint', '{older_than}', true),
+    ('jobs.get(bigint)', 'jobs.job', '{job_id}', true),
+    ('jobs.events(bigint)', 'setof jobs.event', '{job_id}', true),
+    ('jobs.children(bigint)', 'setof jobs.job', '{job_id}', true),
+    ('jobs.check_worker(text,text)', NULL, NULL, false),
+    ('jobs.raise_lease_lost(text,bigint,text,bigint)', NULL, NULL, false),
+    ('jobs.backoff_delay(integer,interval,interval)', NULL, NULL, false),
+    ('jobs.grant_leases(bigint[],text)', NULL, NULL, false),
+    ('jobs.release_dependents(bigint[])', NULL, NULL, false),
+    ('jobs.insert_jobs(text,jsonb,bigint,boolean)', NULL, NULL, false);
+
+-- Every function in schema jobs, whatever is added later.
+CREATE TEMP VIEW jobs_fn AS
+SELECT p.oid, p.oid::regprocedure::text AS signature, p.prosecdef, p.proconfig, p.proacl, p.proowner
+  FROM pg_catalog.pg_proc AS p
+ WHERE p.pronamespace = 'jobs'::regnamespace;
+
+-- rules for every function (pg_proc driven).
+SELECT isnt_empty($$ SELECT 1 FROM jobs_fn $$, 'style: the catalog query finds the functions of schema jobs');
+SELECT is_empty($$ SELECT signature FROM jobs_fn WHERE NOT prosecdef $$,
+                'style: every jobs function is SECURITY DEFINER');
+SELECT is_empty($$ SELECT signature FROM jobs_fn
+                    WHERE proconfig IS NULL
+                       OR proconfig[1] IS DISTINCT FROM 'search_path=pg_catalog, pg_temp'
+                       OR NOT proconfig[2:] <@ ARRAY['plan_cache_mode=force_generic_plan'] $$,
+                'style: every jobs function pins search_path = pg_catalog, pg_temp (and at most forces generic plans)');
+SELECT is_empty($$ SELECT signature FROM jobs_fn
+                    WHERE coalesce(btrim(obj_description(oid, 'pg_proc')), '') = '' $$,
+                'style: every jobs function has a COMMENT');
+SELECT is_empty($$ SELECT signature FROM jobs_fn
+                    WHERE proacl IS NULL
+                       OR EXISTS (SELECT 1 FROM aclexplode(proacl) AS a WHERE a.grantee = 0) $$,
+                'style: no jobs function is executable by PUBLIC (explicit ACL without a PUBLIC entry)');
+SELECT is_empty($$ SELECT f.signature, a.grantee::regrole
+                     FROM jobs_fn AS f, aclexplode(f.proacl) AS a
+                    WHERE a.grantee <> f.proowner
+                      AND a.grantee NOT IN ('jobs_producer'::regrole, 'jobs_worker'::regrole, 'jobs_admin'::regrole) $$,
+                'style: jobs functions are granted only to the owner and the jobs_* roles');
+SELECT is_empty($$ SELECT f.signature, a.grantee::regrole
+                     FROM jobs_fn AS f JOIN expected_fn AS e ON e.signature = f.signature AND NOT e.public,
+                          aclexplode(f.proacl) AS a
+                    WHERE a.grantee <> f.proowner $$,
+                'style: internal helper functions are granted to no role');
+
+-- Never a bare RAISE (P0001): every RAISE EXCEPTION carries its own ERRCODE and a HINT (DESIGN §5).
+SELECT is_empty($$ SELECT f.signature FROM jobs_fn AS f JOIN pg_proc AS p ON p.oid = f.oid
+                    WHERE regexp_count(p.prosrc, '\mRAISE\s+EXCEPTION\M', 1, 'i')
+                          <> regexp_count(p.prosrc, '\mERRCODE\s*=\s*''(JB00[1-5]|22023)''', 1, 'i')
+                       OR regexp_count(p.prosrc, '\mRAISE\s+EXCEPTION\M', 1, 'i')
+                          <> regexp_count(p.prosrc, '\mHINT\s*=', 1, 'i') $$,
+                'style: every RAISE EXCEPTION in a jobs function sets a documented SQLSTATE (JB001-JB005, 22023) and a HINT');
+
+-- a fresh role (created here, rolled back) cannot execute any jobs function.
+CREATE ROLE jobs_style_probe NOLOGIN;
+SELECT is_empty($$ SELECT signature FROM jobs_fn WHERE has_function_privilege('jobs_style_probe', oid, 'EXECUTE') $$,
+                'style: a fresh role without grants can execute no jobs function');
+
+-- the private relations.
+SELECT is_empty($$ SELECT c.oid::regclass, a.grantee::regrole, a.privilege_type
+                     FROM pg_class AS c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) AS a
+                    WHERE c.relnamespace = 'jobs'::regnamespace
+                      AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S')
+                      AND a.grantee <> c.relowner $$,
+                'style: no role but the owner holds any privilege on a table, view or sequence of schema jobs');
+SELECT is_empty($$ SELECT c.oid::regclass, at.attname
+                     FROM pg_class AS c JOIN pg_attribute AS at ON at.attrelid = c.oid
+                    WHERE c.relnamespace = 'jobs'::regnamespace AND at.attacl IS NOT NULL $$,
+                'style: no column-level grants on schema jobs relations');
+SELECT set_eq($$ SELECT c.oid::regclass::text FROM pg_class AS c
+                  WHERE c.oid IN (to_regclass('jobs.job'), to_regclass('jobs.job_type'),
+                                  to_regclass('jobs.event'), to_regclass('jobs.claimable')) $$,
+              ARRAY['jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable'],
+              'style: the private relations jobs.job, jobs.job_type, jobs.event and jobs.claimable exist');
+SELECT is_empty($$ SELECT r.rolname, t.rel, p.priv
+                     FROM pg_roles AS r,
+                          unnest(ARRAY['jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable']) AS t(rel),
+                          unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS p(priv)
+                    WHERE (r.rolname IN ('jobs_producer', 'jobs_worker', 'jobs_admin', 'jobs_style_probe'))
+                      AND has_table_privilege(r.oid, t.rel, p.priv) $$,
+                'style: jobs_producer, jobs_worker, jobs_admin and a fresh role have no privilege on the private relations');
+
+-- exactly the expected functions, nothing more, nothing less.
+SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expected_fn $$,
+              'style: schema jobs holds exactly the contract functions and the documented internal helpers');
+
+-- each public signature exists (has_function with argument types).
+SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target) exists');
+SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean) exists');
+SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
+SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
+SELECT has_function('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'style: jobs.mark_enqueue_failed(bigint[]) exists');
+SELECT has_function('jobs', 'recover_enqueue_failed', ARRAY['integer'], 'style: jobs.recover_enqueue_failed(integer) exists');
+SELECT has_function('jobs', 'claim', ARRAY['bigint','text'], 'style: jobs.claim(bigint, text) exists');
+SELECT has_function('jobs', 'claim_many', ARRAY['bigint[]','text'], 'style: jobs.claim_many(bigint[], text) exists');
+SELECT has_function('jobs', 'claim_next', ARRAY['text','text[]','integer'], 'style: jobs.claim_next(text, text[], integer) exists');
+SELECT has_function('jobs', 'heartbeat', ARRAY['bigint','text','bigint'], 'style: jobs.heartbeat(bigint, text, bigint) exists');
+SELECT has_function('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb'], 'style: jobs.complete(bigint, text, bigint, jsonb) exists');
+SELECT has_function('jobs', 'complete_many', ARRAY['bigint[]','text','bigint[]','jsonb[]'], 'style: jobs.complete_many(bigint[], text, bigint[], jsonb[]) exists');
+SELECT has_function('jobs', 'fail', ARRAY['bigint','text','bigint','text','boolean'], 'style: jobs.fail(bigint, text, bigint, text, boolean) exists');
+SELECT has_function('jobs', 'reap', ARRAY['integer'], 'style: jobs.reap(integer) exists');
+SELECT has_function('jobs', 'cancel', ARRAY['bigint','text'], 'style: jobs.cancel(bigint, text) exists');
+SELECT has_function('jobs', 'replay', ARRAY['bigint'], 'style: jobs.replay(bigint) exists');
+SELECT has_function('jobs', 'stale_queued', ARRAY['text','interval','integer'], 'style: jobs.stale_queued(text, interval, integer) exists');
+SELECT has_function('jobs', 'prune', ARRAY['interval'], 'style: jobs.prune(interval) exists');
+SELECT has_function('jobs', 'get', ARRAY['bigint'], 'style: jobs.get(bigint) exists');
+SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigint) exists');
+SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
+
+-- return types as in DESIGN §4.
+SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
+SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'jobs.job', 'style: submit returns jobs.job');
+SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
+SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
+SELECT function_returns('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'integer', 'style: mark_enqueue_failed returns integer');
+SELECT function_returns('jobs', 'recover_enqueue_failed', ARRAY['integer'], 'setof jobs.signal', 'style: recover_enqueue_failed returns SETOF jobs.signal');
+SELECT function_returns('jobs', 'claim', ARRAY['bigint','text'], 'setof jobs.lease', 'style: claim returns SETOF jobs.lease');
+SELECT function_returns('jobs', 'claim_many', ARRAY['bigint[]','text'], 'setof jobs.lease', 'style: claim_many returns SETOF jobs.lease');
+SELECT function_returns('jobs', 'claim_next', ARRAY['text','text[]','integer'], 'setof jobs.lease', 'style: claim_next returns SETOF jobs.lease');
+SELECT function_returns('jobs', 'heartbeat', ARRAY['bigint','text','bigint'], 'jobs.heartbeat', 'style: heartbeat returns jobs.heartbeat');
+SELECT function_returns('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb'], 'jobs.outcome', 'style: complete returns jobs.outcome');
+SELECT function_returns('jobs', 'complete_many', ARRAY['bigint[]','text','bigint[]','jsonb[]'], 'setof jobs.outcome', 'style: complete_many returns SETOF jobs.outcome');
+SELECT function_returns('jobs', 'fail', ARRAY['bigint','text','bigint','text','boolean'], 'jobs.outcome', 'style: fail returns jobs.outcome');
+SELECT function_returns('jobs', 'reap', ARRAY['integer'], 'setof jobs.signal', 'style: reap returns SETOF jobs.signal');
+SELECT function_returns('jobs', 'cancel', ARRAY['bigint','text'], 'jobs.outcome', 'style: cancel returns jobs.outcome');
+SELECT function_returns('jobs', 'replay', ARRAY['bigint'], 'boolean', 'style: replay returns boolean');
+SELECT function_returns('jobs', 'stale_queued', ARRAY['text','interval','integer'], 'setof jobs.signal', 'style: stale_queued returns SETOF jobs.signal');
+SELECT function_returns('jobs', 'prune', ARRAY['interval'], 'bigint', 'style: prune returns bigint');
+SELECT function_returns('jobs', 'get', ARRAY['bigint'], 'jobs.job', 'style: get returns jobs.job');
+SELECT function_returns('jobs', 'events', ARRAY['bigint'], 'setof jobs.event', 'style: events returns SETOF jobs.event');
+SELECT function_returns('jobs', 'children', ARRAY['bigint'], 'setof jobs.job', 'style: children returns SETOF jobs.job');
+
+-- plain parameter names (named notation reads well), as in DESIGN §4.
+SELECT is_empty($$ SELECT e.signature, p.proargnames
+                     FROM expected_fn AS e
+                     LEFT JOIN pg_proc AS p ON p.oid = to_regprocedure(e.signature)
+                    WHERE e.public AND p.proargnames IS DISTINCT FROM e.argnames $$,
+                'style: every public function has the contract''s parameter names in order');
+
+-- defaults the contract names (omitted arguments).
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean)')),
+          5::smallint, 'style: submit has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric)')),
+          9::smallint, 'style: define_type has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),
+          2::smallint, 'style: claim_next defaults queues and max_jobs');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.stale_queued(text,interval,integer)')),
+          2::smallint, 'style: stale_queued defaults older_than and max_jobs');
+
+-- the status enum.
+SELECT has_enum('jobs', 'status', 'style: enum jobs.status exists');
+SELECT enum_has_labels('jobs', 'status', ARRAY['queued', 'processing', 'done', 'failed', 'enqueue_failed'],
+                       'style: jobs.status has exactly queued, processing, done, failed, enqueue_failed in that order');
+
+-- composite types, attributes by name and type in order.
+CREATE TEMP VIEW type_attrs AS
+SELECT t.oid::regtype::text AS type_name,
+       array_agg(a.attname::text || ' ' || format_type(a.atttypid, a.atttypmod) ORDER BY a.attnum) AS attrs
+  FROM pg_type AS t
+  JOIN pg_attribute AS a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+ WHERE t.typnamespace = 'jobs'::regnamespace AND t.typtype = 'c'
+ GROUP BY t.oid;
+SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.lease'),
+          ARRAY['job_id bigint', 'lease_version bigint', 'kind text', 'queue text', 'payload jsonb', 'attempt integer',
+                'lease_expires_at timestamp with time zone', 'timeout_at timestamp with time zone'],
+          'style: jobs.lease is (job_id, lease_version, kind, queue, payload, attempt, lease_expires_at, timeout_at)');
+SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.outcome'),
+          ARRAY['job_id bigint', 'accepted boolean', 'status jobs.status', 'run_after timestamp with time zone', 'wake bigint[]'],
+          'style: jobs.outcome is (job_id, accepted, status, run_after, wake bigint[])');
+SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.signal'),
+          ARRAY['job_id bigint', 'queue text', 'run_after timestamp with time zone'],
+          'style: jobs.signal is (job_id, queue, run_after)');
+SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.heartbeat'),
+          ARRAY['alive boolean', 'cancel_requested boolean', 'lease_expires_at timestamp with time zone'],
+          'style: jobs.heartbeat is (alive, cancel_requested, lease_expires_at)');
+SELECT set_eq($$ SELECT type_name FROM type_attrs
+                  WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable') $$,
+              ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat'],
+              'style: the standalone composite types are exactly lease, outcome, signal and heartbeat');
+
+-- the tables carry the contract's columns (DESIGN §3).
+SELECT columns_are('jobs', 'event',
+    ARRAY['id', 'job_id', 'at', 'from_status', 'to_status', 'lease_version', 'worker', 'reason', 'error'],
+    'style: jobs.event has exactly the contract''s columns');
+SELECT is_empty($$ SELECT c FROM unnest(ARRAY['id', 'kind', 'queue', 'payload', 'status', 'result', 'error', 'created_at',
+                      'updated_at', 'claimed_at', 'finished_at', 'owned_by', 'lease_version', 'retry_count', 'max_retries',
+                      'run_after', 'lease_expires_at', 'idempotency_key', 'ordering_key', 'parent_id', 'pending_children',
+                      'cancel_requested_at']) AS c
+                    WHERE NOT EXISTS (SELECT 1 FROM pg_attribute AS a
+                                       WHERE a.attrelid = 'jobs.job'::regclass AND a.attname = c AND NOT a.attisdropped) $$,
+                'style: jobs.job has every column the contract lists');
+SELECT col_type_is('jobs', 'job', 'id', 'bigint', 'style: jobs.job.id is bigint');
+SELECT col_type_is('jobs', 'job', 'status', 'jobs.status', 'style: jobs.job.status is jobs.status');
+SELECT col_type_is('jobs', 'job', 'lease_version', 'bigint', 'style: jobs.job.lease_version is bigint');
+SELECT col_type_is('jobs', 'job', 'payload', 'jsonb', 'style: jobs.job.payload is jsonb');
+SELECT col_type_is('jobs', 'job', 'run_after', 'timestamp with time zone', 'style: jobs.job.run_after is timestamptz');
+SELECT columns_are('jobs', 'job_type',
+    ARRAY['kind', 'queue', 'lease_timeout', 'timeout', 'max_retries', 'backoff_base', 'backoff_max', 'max_payload_bytes',
+          'slo_latency', 'slo_target', 'created_at', 'updated_at'],
+    'style: jobs.job_type has the definition columns (plus created_at/updated_at)');
+
+-- the roles.
+SELECT is((SELECT count(*) FROM pg_roles WHERE rolname IN ('jobs_producer', 'jobs_worker', 'jobs_admin') AND NOT rolcanlogin),
+          3::bigint, 'style: jobs_producer, jobs_worker and jobs_admin exist and are NOLOGIN');
+SELECT is_empty($$ SELECT r.rolname FROM pg_roles AS r
+                    WHERE r.rolname IN ('jobs_producer', 'jobs_worker', 'jobs_admin')
+                      AND (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolbypassrls) $$,
+                'style: the jobs_* roles carry no superuser, createrole, createdb or bypassrls attribute');
+SELECT schema_privs_are('jobs', 'public', ARRAY[]::text[], 'style: PUBLIC has no privilege on schema jobs');
+
+SELECT * FROM finish();
+ROLLBACK;

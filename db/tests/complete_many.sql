@@ -1,0 +1,172 @@
+-- pgTAP tests for jobs.complete_many(job_ids, worker, lease_versions, results): per-item processing -> done.
+-- Contract: DESIGN.md §2 (authority predicate per item, accepted = false), §4 (outcome, wake), §5, §8.2.
+BEGIN;
+SELECT plan(30);
+-- Test helpers: temporary objects, gone with the ROLLBACK.
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
+CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
+-- the id submitted under a test name
+CREATE FUNCTION pg_temp.id(text) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT i.id FROM ids AS i WHERE i.name = $1 $$;
+-- submit a job: name, kind, payload, run_after, ordering_key
+CREATE FUNCTION pg_temp.job(text, text, jsonb DEFAULT '{}', timestamptz DEFAULT NULL, text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql
+    AS $$ INSERT INTO ids SELECT $1, (jobs.submit($2, $3, NULL, $4, $5, false)).id RETURNING id $$;
+-- submit a job and claim it for a worker: name, kind, worker; returns the lease_version
+CREATE FUNCTION pg_temp.running(text, text, text) RETURNS bigint LANGUAGE sql
+    AS $$ SELECT pg_temp.job($1, $2);
+          SELECT l.lease_version FROM jobs.claim(pg_temp.id($1), $3) AS l $$;
+CREATE FUNCTION pg_temp.lv(bigint) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT j.lease_version FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE FUNCTION pg_temp.nevents(bigint) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT count(*) FROM jobs.event AS e WHERE e.job_id = $1 $$;
+-- the whole row and its number of events, as text: equal before and after = nothing written
+CREATE FUNCTION pg_temp.state(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT j::text || ' events=' || pg_temp.nevents(j.id) FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE FUNCTION pg_temp.snap(bigint) RETURNS void LANGUAGE sql
+    AS $$ INSERT INTO snap VALUES ($1, pg_temp.state($1)) ON CONFLICT (id) DO UPDATE SET r = excluded.r $$;
+CREATE FUNCTION pg_temp.snapped(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT s.r FROM snap AS s WHERE s.id = $1 $$;
+-- (from_status,to_status,lease_version,worker,reason,error) of the job's latest event
+CREATE FUNCTION pg_temp.last_event(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT (e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text
+            FROM jobs.event AS e WHERE e.job_id = $1 ORDER BY e.id DESC LIMIT 1 $$;
+-- let time pass for one job: move every timestamp it carries back by the interval
+CREATE FUNCTION pg_temp.elapse(bigint, interval) RETURNS void LANGUAGE sql
+    AS $$ UPDATE jobs.job AS j
+             SET created_at = j.created_at - $2, updated_at = j.updated_at - $2,
+                 claimed_at = j.claimed_at - $2, lease_expires_at = j.lease_expires_at - $2,
+                 run_after = j.run_after - $2, finished_at = j.finished_at - $2,
+                 cancel_requested_at = j.cancel_requested_at - $2
+           WHERE j.id = $1 $$;
+-- run a statement and describe its error: 'SQLSTATE function-named-in-message hint=true|false'
+CREATE FUNCTION pg_temp.error_of(text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; hint text;
+BEGIN
+    EXECUTE $1;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RETURN st || ' ' || split_part(msg, ':', 1) || ' hint=' || (coalesce(hint, '') <> '');
+END $$;
+
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.cmany');
+    PERFORM pg_temp.running('a', 'tc.cmany', 'w1');
+    PERFORM pg_temp.running('b', 'tc.cmany', 'w1');
+    PERFORM pg_temp.running('c', 'tc.cmany', 'w1');
+    PERFORM pg_temp.running('d', 'tc.cmany', 'w2');
+    PERFORM pg_temp.job('q', 'tc.cmany');
+    PERFORM pg_temp.snap(pg_temp.id('b'));
+    PERFORM pg_temp.snap(pg_temp.id('d'));
+    PERFORM pg_temp.snap(pg_temp.id('q'));
+END $$;
+
+-- items: a ok, b stale lease_version, unknown id, c ok, d held by w2, q queued, a again
+CREATE TEMP TABLE out1 AS
+SELECT * FROM jobs.complete_many(
+    ARRAY[pg_temp.id('a'), pg_temp.id('b'), -42, pg_temp.id('c'), pg_temp.id('d'), pg_temp.id('q'), pg_temp.id('a')],
+    'w1', ARRAY[1, 0, 1, 1, 1, 0, 1]::bigint[],
+    ARRAY['{"r": "a"}', '{"r": "b"}', '{"r": "x"}', '{"r": "c"}', '{"r": "d"}', '{"r": "q"}', '{"r": "a2"}']::jsonb[])
+  WITH ORDINALITY AS o(job_id, accepted, status, run_after, wake, ord);
+
+SELECT results_eq($$ SELECT job_id, accepted FROM out1 ORDER BY ord $$,
+    $$ VALUES (pg_temp.id('a'), true), (pg_temp.id('b'), false), (-42::bigint, false), (pg_temp.id('c'), true),
+              (pg_temp.id('d'), false), (pg_temp.id('q'), false), (pg_temp.id('a'), false) $$,
+    'complete_many: one outcome per item in input order; accepted only where the worker holds that lease (a repeated id counts once)');
+SELECT results_eq($$ SELECT status FROM out1 ORDER BY ord $$,
+    $$ VALUES ('done'::jobs.status), ('processing'), (NULL), ('done'), ('processing'), ('queued'), ('done') $$,
+    'complete_many: each outcome reports the job''s status after the call (NULL for an unknown id)');
+SELECT is((SELECT count(*) FROM out1 WHERE wake = '{}'), 7::bigint, 'complete_many: wake is an empty array (never NULL) when nothing was woken');
+SELECT results_eq($$ SELECT id, status, result, finished_at, owned_by, lease_version FROM jobs.job WHERE id IN (pg_temp.id('a'), pg_temp.id('c')) ORDER BY id $$,
+    $$ VALUES (pg_temp.id('a'), 'done'::jobs.status, '{"r": "a"}'::jsonb, now(), 'w1'::text, 1::bigint),
+              (pg_temp.id('c'), 'done'::jobs.status, '{"r": "c"}'::jsonb, now(), 'w1'::text, 1::bigint) $$,
+    'complete_many: accepted items -> done with their own result (first occurrence), finished_at now, lease_version unchanged');
+SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, worker, reason)::text FROM jobs.event
+                      WHERE job_id IN (pg_temp.id('a'), pg_temp.id('c')) AND reason = 'completed' ORDER BY job_id $$,
+    $$ VALUES (pg_temp.id('a'), '(processing,done,1,w1,completed)'), (pg_temp.id('c'), '(processing,done,1,w1,completed)') $$,
+    'complete_many: exactly one completed event per accepted job');
+SELECT is(pg_temp.state(pg_temp.id('b')), pg_temp.snapped(pg_temp.id('b')), 'complete_many: stale lease_version item -> nothing written');
+SELECT is(pg_temp.state(pg_temp.id('d')), pg_temp.snapped(pg_temp.id('d')), 'complete_many: item held by another worker -> nothing written');
+SELECT is(pg_temp.state(pg_temp.id('q')), pg_temp.snapped(pg_temp.id('q')), 'complete_many: queued item -> nothing written');
+
+-- the whole batch again (duplicate delivery): nothing accepted, nothing written
+DO $$ BEGIN PERFORM pg_temp.snap(pg_temp.id('a')); PERFORM pg_temp.snap(pg_temp.id('c')); END $$;
+SELECT results_eq($$ SELECT job_id, accepted, status FROM jobs.complete_many(ARRAY[pg_temp.id('c'), pg_temp.id('a')], 'w1', ARRAY[1, 1]::bigint[], NULL) $$,
+    $$ VALUES (pg_temp.id('c'), false, 'done'::jobs.status), (pg_temp.id('a'), false, 'done'::jobs.status) $$,
+    'complete_many: repeated completion -> accepted false for every item, input order kept');
+SELECT is(pg_temp.state(pg_temp.id('a')) || pg_temp.state(pg_temp.id('c')), pg_temp.snapped(pg_temp.id('a')) || pg_temp.snapped(pg_temp.id('c')),
+    'complete_many: repeated completion -> rows and events unchanged');
+
+-- results NULL; d's rightful owner
+SELECT results_eq($$ SELECT job_id, accepted, status FROM jobs.complete_many(ARRAY[pg_temp.id('d')], 'w2', ARRAY[1]::bigint[], NULL) $$,
+    $$ VALUES (pg_temp.id('d'), true, 'done'::jobs.status) $$, 'complete_many: results NULL -> accepted');
+SELECT is((SELECT result FROM jobs.job WHERE id = pg_temp.id('d')), NULL::jsonb, 'complete_many: results NULL -> result NULL');
+SELECT is_empty($$ SELECT * FROM jobs.complete_many('{}', 'w1', '{}', '{}') $$, 'complete_many: empty arrays -> zero rows');
+
+-- reaped job in a batch
+DO $$ BEGIN
+    PERFORM pg_temp.running('r', 'tc.cmany', 'w1');
+    PERFORM pg_temp.running('e', 'tc.cmany', 'w1');
+    PERFORM pg_temp.elapse(pg_temp.id('r'), '16 seconds');
+    PERFORM jobs.reap();
+    PERFORM pg_temp.snap(pg_temp.id('r'));
+END $$;
+SELECT results_eq($$ SELECT job_id, accepted FROM jobs.complete_many(ARRAY[pg_temp.id('r'), pg_temp.id('e')], 'w1', ARRAY[1, 1]::bigint[], NULL) $$,
+    $$ VALUES (pg_temp.id('r'), false), (pg_temp.id('e'), true) $$,
+    'complete_many: reaped item -> accepted false, the other item of the batch still accepted');
+SELECT is(pg_temp.state(pg_temp.id('r')), pg_temp.snapped(pg_temp.id('r')), 'complete_many: reaped item -> nothing written');
+
+-- the same job twice in one batch, first with a stale lease, then with the held one: the
+-- second item satisfies the authority predicate and must be accepted (only stale items are refused)
+DO $$ BEGIN PERFORM pg_temp.running('twice', 'tc.cmany', 'w1'); END $$;
+SELECT results_eq($$ SELECT job_id, accepted, status FROM jobs.complete_many(ARRAY[pg_temp.id('twice'), pg_temp.id('twice')], 'w1', ARRAY[0, 1]::bigint[], ARRAY['{"v": 0}', '{"v": 1}']::jsonb[]) $$,
+    $$ VALUES (pg_temp.id('twice'), false, 'done'::jobs.status), (pg_temp.id('twice'), true, 'done'::jobs.status) $$,
+    'complete_many: stale item then the valid item for the same job -> stale one refused, valid one accepted');
+SELECT results_eq($$ SELECT status, result FROM jobs.job WHERE id = pg_temp.id('twice') $$,
+    $$ VALUES ('done'::jobs.status, '{"v": 1}'::jsonb) $$,
+    'complete_many: the job is done with the valid item''s result');
+
+-- wake arrays, per item
+DO $$ BEGIN
+    PERFORM pg_temp.job('o1', 'tc.cmany', '{}', NULL, 'cm:key');
+    PERFORM pg_temp.job('o2', 'tc.cmany', '{}', NULL, 'cm:key');
+    INSERT INTO ids SELECT 'coord', (jobs.fan_out('[{"kind": "tc.cmany"}, {"kind": "tc.cmany"}]', '{"kind": "tc.cmany"}')).id;
+    INSERT INTO ids SELECT 'child' || row_number() OVER (ORDER BY j.id), j.id FROM jobs.job AS j WHERE j.parent_id = pg_temp.id('coord');
+    PERFORM jobs.claim_many(ARRAY[pg_temp.id('o1'), pg_temp.id('child1'), pg_temp.id('child2')], 'w1');
+    PERFORM pg_temp.running('plain', 'tc.cmany', 'w1');
+END $$;
+CREATE TEMP TABLE out2 AS
+SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('child2'), pg_temp.id('plain'), pg_temp.id('o1'), pg_temp.id('child1')],
+                                  'w1', ARRAY[1, 1, 1, 1]::bigint[], NULL)
+  WITH ORDINALITY AS o(job_id, accepted, status, run_after, wake, ord);
+SELECT is((SELECT bool_and(accepted) FROM out2), true, 'complete_many: wake batch -> every item accepted');
+SELECT is((SELECT wake FROM out2 WHERE ord = 3), ARRAY[pg_temp.id('o2')], 'complete_many: ordering-key head -> its wake lists the successor');
+SELECT is((SELECT wake FROM out2 WHERE ord = 2), '{}'::bigint[], 'complete_many: item that woke nothing -> empty wake');
+SELECT is((SELECT array_agg(w ORDER BY w) FROM out2, unnest(wake) AS w WHERE job_id IN (pg_temp.id('child1'), pg_temp.id('child2'))),
+    ARRAY[pg_temp.id('coord')], 'complete_many: both children in one batch -> the coordinator is listed exactly once');
+SELECT results_eq($$ SELECT job_id FROM jobs.claim_many(ARRAY[pg_temp.id('o2'), pg_temp.id('coord')], 'w1') $$,
+    $$ VALUES (pg_temp.id('o2')), (pg_temp.id('coord')) $$, 'complete_many: woken jobs are claimable');
+
+-- bad input: 22023 and nothing written
+DO $$ BEGIN PERFORM pg_temp.running('v', 'tc.cmany', 'w1'); PERFORM pg_temp.snap(pg_temp.id('v')); END $$;
+SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], 'w1', ARRAY[1, 2]::bigint[], NULL) $$, '22023', NULL,
+    'complete_many: lease_versions of another length -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], 'w1', ARRAY[1]::bigint[], ARRAY['{}', '{}']::jsonb[]) $$, '22023', NULL,
+    'complete_many: results of another length -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.complete_many(NULL, 'w1', ARRAY[1]::bigint[], NULL) $$, '22023', NULL, 'complete_many: NULL job_ids -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], 'w1', NULL, NULL) $$, '22023', NULL, 'complete_many: NULL lease_versions -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], '', ARRAY[1]::bigint[], NULL) $$, '22023', NULL, 'complete_many: empty worker -> 22023');
+SELECT is(pg_temp.state(pg_temp.id('v')), pg_temp.snapped(pg_temp.id('v')), 'complete_many: rejected calls -> row and events unchanged');
+
+SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.complete_many(ARRAY[1::bigint], 'w1', '{}', NULL) $$), '22023 jobs.complete_many hint=true',
+    'complete_many: the 22023 message names jobs.complete_many and carries a HINT');
+
+-- roles
+SET LOCAL ROLE jobs_producer;
+SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[1::bigint], 'w1', ARRAY[1::bigint], NULL) $$, '42501', NULL,
+    'complete_many: jobs_producer may not complete -> 42501');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

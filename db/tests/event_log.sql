@@ -1,0 +1,245 @@
+-- pgTAP tests for jobs.event: every transition appends exactly one event with the right fields; nothing else does.
+-- Contract: DESIGN.md §2 (transition table), §3 (event columns, lease_version after the transition,
+-- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
+BEGIN;
+SELECT plan(40);
+-- Test helpers: temporary objects, gone with the ROLLBACK.
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
+CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
+-- the id submitted under a test name
+CREATE FUNCTION pg_temp.id(text) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT i.id FROM ids AS i WHERE i.name = $1 $$;
+-- submit a job: name, kind, payload, run_after, ordering_key
+CREATE FUNCTION pg_temp.job(text, text, jsonb DEFAULT '{}', timestamptz DEFAULT NULL, text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql
+    AS $$ INSERT INTO ids SELECT $1, (jobs.submit($2, $3, NULL, $4, $5, false)).id RETURNING id $$;
+-- submit a job and claim it for a worker: name, kind, worker; returns the lease_version
+CREATE FUNCTION pg_temp.running(text, text, text) RETURNS bigint LANGUAGE sql
+    AS $$ SELECT pg_temp.job($1, $2);
+          SELECT l.lease_version FROM jobs.claim(pg_temp.id($1), $3) AS l $$;
+CREATE FUNCTION pg_temp.lv(bigint) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT j.lease_version FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE FUNCTION pg_temp.nevents(bigint) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT count(*) FROM jobs.event AS e WHERE e.job_id = $1 $$;
+-- the whole row and its number of events, as text: equal before and after = nothing written
+CREATE FUNCTION pg_temp.state(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT j::text || ' events=' || pg_temp.nevents(j.id) FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE FUNCTION pg_temp.snap(bigint) RETURNS void LANGUAGE sql
+    AS $$ INSERT INTO snap VALUES ($1, pg_temp.state($1)) ON CONFLICT (id) DO UPDATE SET r = excluded.r $$;
+CREATE FUNCTION pg_temp.snapped(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT s.r FROM snap AS s WHERE s.id = $1 $$;
+-- (from_status,to_status,lease_version,worker,reason,error) of the job's latest event
+CREATE FUNCTION pg_temp.last_event(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT (e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text
+            FROM jobs.event AS e WHERE e.job_id = $1 ORDER BY e.id DESC LIMIT 1 $$;
+-- let time pass for one job: move every timestamp it carries back by the interval
+CREATE FUNCTION pg_temp.elapse(bigint, interval) RETURNS void LANGUAGE sql
+    AS $$ UPDATE jobs.job AS j
+             SET created_at = j.created_at - $2, updated_at = j.updated_at - $2,
+                 claimed_at = j.claimed_at - $2, lease_expires_at = j.lease_expires_at - $2,
+                 run_after = j.run_after - $2, finished_at = j.finished_at - $2,
+                 cancel_requested_at = j.cancel_requested_at - $2
+           WHERE j.id = $1 $$;
+-- run a statement and describe its error: 'SQLSTATE function-named-in-message hint=true|false'
+CREATE FUNCTION pg_temp.error_of(text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; hint text;
+BEGIN
+    EXECUTE $1;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RETURN st || ' ' || split_part(msg, ':', 1) || ' hint=' || (coalesce(hint, '') <> '');
+END $$;
+
+CREATE TEMP TABLE mark (job_id bigint PRIMARY KEY, last_event bigint NOT NULL);
+-- remember where a job's history stands
+CREATE FUNCTION pg_temp.mark(bigint) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO mark SELECT $1, coalesce(max(e.id), 0) FROM jobs.event AS e WHERE e.job_id = $1
+    ON CONFLICT (job_id) DO UPDATE SET last_event = excluded.last_event $$;
+-- the events appended since the mark (NULL: none), as (from,to,lease_version,worker,reason,error) ...
+CREATE FUNCTION pg_temp.new_events(bigint) RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT string_agg((e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text, ' ' ORDER BY e.id)
+      FROM jobs.event AS e
+     WHERE e.job_id = $1 AND e.id > coalesce((SELECT m.last_event FROM mark AS m WHERE m.job_id = $1), 0) $$;
+
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.ev', queue => 'tc.ev.q', max_retries => 3);
+    PERFORM jobs.define_type('tc.ev0', queue => 'tc.ev.q', max_retries => 0);
+    PERFORM pg_temp.job('a', 'tc.ev');
+END $$;
+
+-- one job through every kind of transition
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(,queued,0,,submitted,)', 'event_log: submit -> (new) -> queued, lease_version 0, submitted');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.mark_enqueue_failed(ARRAY[pg_temp.id('a')]); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,enqueue_failed,0,,enqueue_failed,)', 'event_log: mark_enqueue_failed -> queued -> enqueue_failed');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.recover_enqueue_failed(); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(enqueue_failed,queued,0,,recovered,)', 'event_log: recover_enqueue_failed -> enqueue_failed -> queued, recovered');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.claim(pg_temp.id('a'), 'w1'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,processing,1,w1,claimed,)', 'event_log: claim -> queued -> processing, lease_version 1, worker w1');
+DO $$ BEGIN
+    PERFORM pg_temp.mark(pg_temp.id('a'));
+    PERFORM jobs.heartbeat(pg_temp.id('a'), 'w1', 1);
+    PERFORM jobs.claim(pg_temp.id('a'), 'w2');
+    PERFORM jobs.claim_many(ARRAY[pg_temp.id('a')], 'w2');
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), NULL, 'event_log: heartbeat and duplicate claims -> no event');
+SELECT throws_ok($$ SELECT jobs.complete(pg_temp.id('a'), 'w2', 1) $$, 'JB001', NULL, 'event_log: stale complete is rejected');
+SELECT is(pg_temp.new_events(pg_temp.id('a')), NULL, 'event_log: rejected complete -> no event');
+DO $$ BEGIN PERFORM jobs.fail(pg_temp.id('a'), 'w1', 1, 'e1'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,queued,2,w1,retried,e1)', 'event_log: fail with budget left -> processing -> queued, lease_version 2, retried, error');
+DO $$ BEGIN
+    PERFORM pg_temp.mark(pg_temp.id('a'));
+    UPDATE jobs.job SET run_after = now() WHERE id = pg_temp.id('a');   -- the backoff has passed
+    PERFORM jobs.claim_many(ARRAY[pg_temp.id('a')], 'w2');
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,processing,3,w2,claimed,)', 'event_log: claim_many -> queued -> processing, lease_version 3, worker w2');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM pg_temp.elapse(pg_temp.id('a'), '16 seconds'); PERFORM jobs.reap(); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,queued,4,w2,reaped,"lease expired")', 'event_log: reap with budget left -> processing -> queued, lease_version 4, reaped, lease expired');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.claim_next('w3', ARRAY['tc.ev.q']); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,processing,5,w3,claimed,)', 'event_log: claim_next -> queued -> processing, lease_version 5, worker w3');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.cancel(pg_temp.id('a'), 'stop it'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,processing,5,w3,cancel_requested,"stop it")', 'event_log: cancel of a running job -> cancel_requested, status unchanged, lease_version 5');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.cancel(pg_temp.id('a')); PERFORM jobs.heartbeat(pg_temp.id('a'), 'w3', 5); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), NULL, 'event_log: repeated cancel request -> no event');
+DO $$ BEGIN PERFORM jobs.fail(pg_temp.id('a'), 'w3', 5, 'e2'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,failed,5,w3,cancelled,e2)', 'event_log: fail after a cancel request -> processing -> failed, lease_version 5, cancelled');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.cancel(pg_temp.id('a')); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), NULL, 'event_log: cancel of a failed job -> no event');
+DO $$ BEGIN PERFORM jobs.replay(pg_temp.id('a')); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(failed,queued,6,,replayed,e2)', 'event_log: replay -> failed -> queued, lease_version 6, replayed');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.claim(pg_temp.id('a'), 'w4'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,processing,7,w4,claimed,)', 'event_log: claim after replay -> lease_version 7');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.complete(pg_temp.id('a'), 'w4', 7, '{"ok": true}'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,done,7,w4,completed,)', 'event_log: complete -> processing -> done, lease_version 7 unchanged, completed');
+DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.replay(pg_temp.id('a')); PERFORM jobs.cancel(pg_temp.id('a')); PERFORM jobs.claim(pg_temp.id('a'), 'w5'); END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('a')), NULL, 'event_log: replay, cancel and claim of a done job -> no event');
+SELECT results_eq($$ SELECT from_status, to_status, lease_version, worker, reason FROM jobs.event WHERE job_id = pg_temp.id('a') ORDER BY id $$,
+    $$ VALUES (NULL::jobs.status, 'queued'::jobs.status, 0::bigint, NULL::text, 'submitted'::text),
+              ('queued', 'enqueue_failed', 0, NULL, 'enqueue_failed'),
+              ('enqueue_failed', 'queued', 0, NULL, 'recovered'),
+              ('queued', 'processing', 1, 'w1', 'claimed'),
+              ('processing', 'queued', 2, 'w1', 'retried'),
+              ('queued', 'processing', 3, 'w2', 'claimed'),
+              ('processing', 'queued', 4, 'w2', 'reaped'),
+              ('queued', 'processing', 5, 'w3', 'claimed'),
+              ('processing', 'processing', 5, 'w3', 'cancel_requested'),
+              ('processing', 'failed', 5, 'w3', 'cancelled'),
+              ('failed', 'queued', 6, NULL, 'replayed'),
+              ('queued', 'processing', 7, 'w4', 'claimed'),
+              ('processing', 'done', 7, 'w4', 'completed') $$,
+    'event_log: the whole history of the job, oldest first, exactly one event per transition');
+
+-- the other ways to end
+DO $$ BEGIN
+    PERFORM pg_temp.job('b', 'tc.ev');
+    PERFORM pg_temp.job('c', 'tc.ev');
+    PERFORM jobs.mark_enqueue_failed(ARRAY[pg_temp.id('c')]);
+    PERFORM pg_temp.mark(pg_temp.id('b'));
+    PERFORM pg_temp.mark(pg_temp.id('c'));
+    PERFORM jobs.cancel(pg_temp.id('b'));
+    PERFORM jobs.cancel(pg_temp.id('c'), 'gone');
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('b')), '(queued,failed,0,,cancelled,cancelled)', 'event_log: cancel of a queued job -> queued -> failed, cancelled');
+SELECT is(pg_temp.new_events(pg_temp.id('c')), '(enqueue_failed,failed,0,,cancelled,gone)', 'event_log: cancel of an enqueue_failed job -> enqueue_failed -> failed, cancelled');
+DO $$ BEGIN
+    PERFORM pg_temp.running('d', 'tc.ev0', 'w1');
+    PERFORM pg_temp.running('e', 'tc.ev', 'w1');
+    PERFORM pg_temp.mark(pg_temp.id('d'));
+    PERFORM pg_temp.mark(pg_temp.id('e'));
+    PERFORM jobs.fail(pg_temp.id('d'), 'w1', 1, 'boom');
+    PERFORM jobs.fail(pg_temp.id('e'), 'w1', 1, 'bad input', retryable => false);
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('d')), '(processing,failed,1,w1,exhausted,boom)', 'event_log: fail with the budget spent -> exhausted');
+SELECT is(pg_temp.new_events(pg_temp.id('e')), '(processing,failed,1,w1,failed,"bad input")', 'event_log: non-retryable fail -> failed');
+DO $$ BEGIN
+    PERFORM pg_temp.running('f', 'tc.ev0', 'w1');
+    PERFORM pg_temp.running('g', 'tc.ev', 'w1');
+    PERFORM jobs.cancel(pg_temp.id('g'));
+    PERFORM pg_temp.job('h', 'tc.ev');
+    UPDATE jobs.job SET retry_count = 9 WHERE id = pg_temp.id('h');
+    PERFORM pg_temp.mark(pg_temp.id('f'));
+    PERFORM pg_temp.mark(pg_temp.id('g'));
+    PERFORM pg_temp.mark(pg_temp.id('h'));
+    PERFORM pg_temp.elapse(pg_temp.id('f'), '16 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('g'), '16 seconds');
+    PERFORM jobs.reap();
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('f')), '(processing,failed,1,w1,exhausted,"lease expired")', 'event_log: reap with the budget spent -> exhausted, lease expired');
+SELECT is(pg_temp.new_events(pg_temp.id('g')), '(processing,failed,1,w1,cancelled,"lease expired")', 'event_log: reap of a cancel-requested job -> cancelled');
+SELECT is(pg_temp.new_events(pg_temp.id('h')), '(queued,failed,0,,exhausted,"retry budget exhausted")', 'event_log: reap of an overspent queued job -> queued -> failed, exhausted');
+
+-- batches
+DO $$ BEGIN
+    PERFORM pg_temp.running('i', 'tc.ev', 'w1');
+    PERFORM pg_temp.running('k', 'tc.ev', 'w1');
+    PERFORM pg_temp.mark(pg_temp.id('i'));
+    PERFORM pg_temp.mark(pg_temp.id('k'));
+    PERFORM jobs.complete_many(ARRAY[pg_temp.id('i'), pg_temp.id('k'), pg_temp.id('i')], 'w1', ARRAY[1, 0, 1]::bigint[], NULL);
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('i')), '(processing,done,1,w1,completed,)', 'event_log: complete_many accepted item (listed twice) -> one completed event');
+SELECT is(pg_temp.new_events(pg_temp.id('k')), NULL, 'event_log: complete_many stale item -> no event');
+DO $$ BEGIN
+    INSERT INTO ids SELECT 'sm' || row_number() OVER (), s.id FROM jobs.submit_many('[{"kind": "tc.ev"}, {"kind": "tc.ev"}]') AS s;
+    INSERT INTO ids SELECT 'coord', (jobs.fan_out('[{"kind": "tc.ev"}]', '{"kind": "tc.ev"}')).id;
+    INSERT INTO ids SELECT 'child', j.id FROM jobs.job AS j WHERE j.parent_id = pg_temp.id('coord');
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('sm1')) || ' ' || pg_temp.new_events(pg_temp.id('sm2')), '(,queued,0,,submitted,) (,queued,0,,submitted,)',
+    'event_log: submit_many -> one submitted event per job');
+SELECT is(pg_temp.new_events(pg_temp.id('coord')) || ' ' || pg_temp.new_events(pg_temp.id('child')), '(,queued,0,,submitted,) (,queued,0,,submitted,)',
+    'event_log: fan_out -> one submitted event for the coordinator and for each child');
+DO $$ BEGIN
+    PERFORM pg_temp.mark(pg_temp.id('coord'));
+    PERFORM jobs.complete(pg_temp.id('child'), 'w1', (SELECT lease_version FROM jobs.claim(pg_temp.id('child'), 'w1')));
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('coord')), NULL, 'event_log: waking a coordinator is not a transition -> no event');
+
+-- invariants over every event written here
+SELECT bag_eq($$ SELECT DISTINCT reason FROM jobs.event WHERE job_id IN (SELECT id FROM ids) $$,
+    $$ VALUES ('submitted'), ('enqueue_failed'), ('recovered'), ('claimed'), ('completed'), ('retried'), ('reaped'),
+              ('exhausted'), ('failed'), ('cancel_requested'), ('cancelled'), ('replayed') $$,
+    'event_log: every reason of DESIGN §3 occurs, and no other');
+SELECT is_empty($$
+    SELECT e.from_status, e.to_status, e.reason FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)
+    EXCEPT
+    SELECT * FROM (VALUES (NULL::jobs.status, 'queued'::jobs.status, 'submitted'::text),
+        ('queued', 'enqueue_failed', 'enqueue_failed'), ('enqueue_failed', 'queued', 'recovered'),
+        ('queued', 'processing', 'claimed'), ('processing', 'done', 'completed'),
+        ('processing', 'queued', 'retried'), ('processing', 'queued', 'reaped'),
+        ('processing', 'failed', 'exhausted'), ('processing', 'failed', 'failed'), ('processing', 'failed', 'cancelled'),
+        ('processing', 'processing', 'cancel_requested'),
+        ('queued', 'failed', 'cancelled'), ('enqueue_failed', 'failed', 'cancelled'),
+        ('queued', 'failed', 'exhausted'), ('enqueue_failed', 'failed', 'exhausted'),
+        ('failed', 'queued', 'replayed')) AS legal(from_status, to_status, reason) $$,
+    'event_log: every event is an edge of the transition table in DESIGN §2');
+SELECT is_empty($$
+    SELECT * FROM (SELECT e.job_id, e.id, e.from_status,
+                          lag(e.to_status) OVER (PARTITION BY e.job_id ORDER BY e.id) AS previous,
+                          row_number() OVER (PARTITION BY e.job_id ORDER BY e.id) AS n
+                     FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
+     WHERE h.from_status IS DISTINCT FROM h.previous $$,
+    'event_log: every history is a path: each event starts where the previous one ended, the first from (new)');
+SELECT is_empty($$
+    SELECT * FROM (SELECT e.job_id, e.lease_version, lag(e.lease_version) OVER (PARTITION BY e.job_id ORDER BY e.id) AS previous
+                     FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
+     WHERE h.lease_version < h.previous $$,
+    'event_log: lease_version never decreases along a history');
+SELECT is_empty($$
+    SELECT * FROM (SELECT e.from_status, e.to_status, e.reason, e.lease_version,
+                          lag(e.lease_version) OVER (PARTITION BY e.job_id ORDER BY e.id) AS previous
+                     FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
+     WHERE h.previous IS NOT NULL
+       AND h.lease_version <> h.previous + CASE WHEN h.reason IN ('claimed', 'retried', 'reaped', 'replayed') THEN 1 ELSE 0 END $$,
+    'event_log: lease_version grows by one on claim and requeue (retried, reaped, replayed), never on done / failed / other events');
+SELECT is_empty($$
+    SELECT j.id FROM jobs.job AS j
+      JOIN LATERAL (SELECT e.to_status, e.lease_version FROM jobs.event AS e WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS last ON true
+     WHERE j.id IN (SELECT id FROM ids) AND (last.to_status <> j.status OR last.lease_version <> j.lease_version) $$,
+    'event_log: the latest event of every job matches its current status and lease_version');
+SELECT is_empty($$ SELECT * FROM jobs.event WHERE job_id IN (SELECT id FROM ids) AND at <> now() $$,
+    'event_log: events are stamped with transaction time now()');
+SELECT is_empty($$ SELECT * FROM jobs.event WHERE job_id IN (SELECT id FROM ids)
+                    AND reason IN ('claimed', 'completed', 'retried', 'failed', 'cancel_requested') AND worker IS NULL $$,
+    'event_log: claims, completions, worker failures and cancel requests name the worker');
+
+SELECT * FROM finish();
+ROLLBACK;

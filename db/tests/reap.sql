@@ -1,0 +1,193 @@
+-- pgTAP tests for jobs.reap(max_jobs): expired leases -> queued at once (budget left) or failed.
+-- Contract: DESIGN.md §2 (processing -> queued/failed by reap, no backoff, error 'lease expired';
+-- queued/enqueue_failed -> failed when retry_count > max_retries), §4 (signal rows, cancel), §5.
+BEGIN;
+SELECT plan(30);
+-- Test helpers: temporary objects, gone with the ROLLBACK.
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
+CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
+-- the id submitted under a test name
+CREATE FUNCTION pg_temp.id(text) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT i.id FROM ids AS i WHERE i.name = $1 $$;
+-- submit a job: name, kind, payload, run_after, ordering_key
+CREATE FUNCTION pg_temp.job(text, text, jsonb DEFAULT '{}', timestamptz DEFAULT NULL, text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql
+    AS $$ INSERT INTO ids SELECT $1, (jobs.submit($2, $3, NULL, $4, $5, false)).id RETURNING id $$;
+-- submit a job and claim it for a worker: name, kind, worker; returns the lease_version
+CREATE FUNCTION pg_temp.running(text, text, text) RETURNS bigint LANGUAGE sql
+    AS $$ SELECT pg_temp.job($1, $2);
+          SELECT l.lease_version FROM jobs.claim(pg_temp.id($1), $3) AS l $$;
+CREATE FUNCTION pg_temp.lv(bigint) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT j.lease_version FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE FUNCTION pg_temp.nevents(bigint) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT count(*) FROM jobs.event AS e WHERE e.job_id = $1 $$;
+-- the whole row and its number of events, as text: equal before and after = nothing written
+CREATE FUNCTION pg_temp.state(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT j::text || ' events=' || pg_temp.nevents(j.id) FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE FUNCTION pg_temp.snap(bigint) RETURNS void LANGUAGE sql
+    AS $$ INSERT INTO snap VALUES ($1, pg_temp.state($1)) ON CONFLICT (id) DO UPDATE SET r = excluded.r $$;
+CREATE FUNCTION pg_temp.snapped(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT s.r FROM snap AS s WHERE s.id = $1 $$;
+-- (from_status,to_status,lease_version,worker,reason,error) of the job's latest event
+CREATE FUNCTION pg_temp.last_event(bigint) RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT (e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text
+            FROM jobs.event AS e WHERE e.job_id = $1 ORDER BY e.id DESC LIMIT 1 $$;
+-- let time pass for one job: move every timestamp it carries back by the interval
+CREATE FUNCTION pg_temp.elapse(bigint, interval) RETURNS void LANGUAGE sql
+    AS $$ UPDATE jobs.job AS j
+             SET created_at = j.created_at - $2, updated_at = j.updated_at - $2,
+                 claimed_at = j.claimed_at - $2, lease_expires_at = j.lease_expires_at - $2,
+                 run_after = j.run_after - $2, finished_at = j.finished_at - $2,
+                 cancel_requested_at = j.cancel_requested_at - $2
+           WHERE j.id = $1 $$;
+-- run a statement and describe its error: 'SQLSTATE function-named-in-message hint=true|false'
+CREATE FUNCTION pg_temp.error_of(text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; hint text;
+BEGIN
+    EXECUTE $1;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RETURN st || ' ' || split_part(msg, ':', 1) || ' hint=' || (coalesce(hint, '') <> '');
+END $$;
+
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.reap', queue => 'tc.reap.q', lease_timeout => '15 seconds', timeout => '30 seconds', max_retries => 3);
+    PERFORM jobs.define_type('tc.reap0', queue => 'tc.reap.q', max_retries => 0);
+END $$;
+
+SELECT is_empty($$ SELECT * FROM jobs.reap() $$, 'reap: no expired lease -> zero rows');
+
+-- a lease that expired, one that did not
+DO $$ BEGIN
+    PERFORM pg_temp.running('a', 'tc.reap', 'w1');
+    PERFORM pg_temp.running('fresh', 'tc.reap', 'w1');
+    PERFORM pg_temp.elapse(pg_temp.id('a'), '16 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('fresh'), '14 seconds');
+    PERFORM pg_temp.snap(pg_temp.id('fresh'));
+END $$;
+SELECT results_eq($$ SELECT * FROM jobs.reap() $$,
+    $$ VALUES (pg_temp.id('a'), 'tc.reap.q'::text, now()) $$,
+    'reap: expired lease -> one signal (job, queue, run_after now): requeued without backoff');
+SELECT results_eq(
+    $$ SELECT status, retry_count, error, result, owned_by, claimed_at, lease_expires_at, lease_version, run_after, finished_at
+         FROM jobs.job WHERE id = pg_temp.id('a') $$,
+    $$ VALUES ('queued'::jobs.status, 1, 'lease expired'::text, NULL::jsonb, NULL::text, NULL::timestamptz, NULL::timestamptz, 2::bigint, now(), NULL::timestamptz) $$,
+    'reap: requeued row -> retry_count 1, error lease expired, owner/claim/lease cleared, lease_version 2, run_after now');
+SELECT is(pg_temp.last_event(pg_temp.id('a')), '(processing,queued,2,w1,reaped,"lease expired")',
+    'reap: logs processing -> queued, lease_version 2, the lost owner, reaped, lease expired');
+SELECT is(pg_temp.state(pg_temp.id('fresh')), pg_temp.snapped(pg_temp.id('fresh')), 'reap: lease not yet expired -> row unchanged');
+SELECT results_eq($$ SELECT lease_version, attempt FROM jobs.claim(pg_temp.id('a'), 'w2') $$, $$ VALUES (3::bigint, 2) $$,
+    'reap: requeued job is claimable at once (attempt 2, lease_version 3)');
+SELECT throws_ok($$ SELECT jobs.complete(pg_temp.id('a'), 'w1', 1) $$, 'JB001', NULL, 'reap: the old owner is fenced out -> JB001');
+SELECT is_empty($$ SELECT * FROM jobs.reap() $$, 'reap: second run with nothing expired -> zero rows (duplicate reaper runs are no-ops)');
+
+-- heartbeats cannot keep a hung job alive past its timeout
+DO $$ BEGIN
+    PERFORM pg_temp.running('hung', 'tc.reap', 'w1');
+    PERFORM pg_temp.elapse(pg_temp.id('hung'), '10 seconds');
+    PERFORM jobs.heartbeat(pg_temp.id('hung'), 'w1', 1);
+    PERFORM pg_temp.elapse(pg_temp.id('hung'), '10 seconds');
+    PERFORM jobs.heartbeat(pg_temp.id('hung'), 'w1', 1);
+    PERFORM pg_temp.elapse(pg_temp.id('hung'), '10 seconds');
+    PERFORM jobs.heartbeat(pg_temp.id('hung'), 'w1', 1);
+    PERFORM pg_temp.elapse(pg_temp.id('hung'), '1 second');
+    PERFORM jobs.heartbeat(pg_temp.id('hung'), 'w1', 1);
+END $$;
+SELECT results_eq($$ SELECT job_id FROM jobs.reap() $$, $$ VALUES (pg_temp.id('hung')) $$,
+    'reap: job past its execution timeout is reaped although it heartbeats every 10 s');
+SELECT results_eq($$ SELECT status, error, retry_count FROM jobs.job WHERE id = pg_temp.id('hung') $$,
+    $$ VALUES ('queued'::jobs.status, 'lease expired'::text, 1) $$, 'reap: hung job -> requeued with error lease expired');
+
+-- budget spent, cancel requested
+DO $$ BEGIN
+    PERFORM pg_temp.running('z', 'tc.reap0', 'w1');
+    PERFORM pg_temp.running('c', 'tc.reap', 'w1');
+    PERFORM jobs.cancel(pg_temp.id('c'), 'user asked');
+    PERFORM pg_temp.elapse(pg_temp.id('z'), '16 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('c'), '16 seconds');
+END $$;
+SELECT is_empty($$ SELECT * FROM jobs.reap() $$, 'reap: jobs it fails are not returned as signals');
+SELECT results_eq(
+    $$ SELECT status, retry_count, error, owned_by, claimed_at, lease_expires_at, lease_version, finished_at FROM jobs.job WHERE id = pg_temp.id('z') $$,
+    $$ VALUES ('failed'::jobs.status, 1, 'lease expired'::text, NULL::text, NULL::timestamptz, NULL::timestamptz, 1::bigint, now()) $$,
+    'reap: budget spent -> failed, retry_count 1, error lease expired, finished_at now, lease_version unchanged');
+SELECT is(pg_temp.last_event(pg_temp.id('z')), '(processing,failed,1,w1,exhausted,"lease expired")', 'reap: budget spent -> reason exhausted');
+SELECT results_eq($$ SELECT status, error, finished_at FROM jobs.job WHERE id = pg_temp.id('c') $$,
+    $$ VALUES ('failed'::jobs.status, 'lease expired'::text, now()) $$,
+    'reap: expired cancel-requested job with budget left -> failed, not requeued');
+SELECT is(pg_temp.last_event(pg_temp.id('c')), '(processing,failed,1,w1,cancelled,"lease expired")', 'reap: expired cancel-requested job -> reason cancelled');
+
+-- max_jobs: oldest expiry first
+DO $$ BEGIN
+    PERFORM pg_temp.running('m1', 'tc.reap', 'w1');
+    PERFORM pg_temp.running('m2', 'tc.reap', 'w1');
+    PERFORM pg_temp.running('m3', 'tc.reap', 'w1');
+    PERFORM pg_temp.elapse(pg_temp.id('m1'), '18 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('m2'), '20 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('m3'), '16 seconds');
+END $$;
+SELECT bag_eq($$ SELECT job_id FROM jobs.reap(2) $$, $$ VALUES (pg_temp.id('m2')), (pg_temp.id('m1')) $$,
+    'reap: max_jobs 2 -> the two leases that expired first');
+SELECT is((SELECT status FROM jobs.job WHERE id = pg_temp.id('m3')), 'processing'::jobs.status, 'reap: the expired lease beyond max_jobs waits for the next run');
+SELECT results_eq($$ SELECT job_id FROM jobs.reap(2) $$, $$ VALUES (pg_temp.id('m3')) $$, 'reap: next run takes the rest');
+
+-- jobs woken by the jobs it failed are returned too
+DO $$ BEGIN
+    PERFORM pg_temp.job('o1', 'tc.reap0', '{}', NULL, 'reap:key');
+    PERFORM pg_temp.job('o2', 'tc.reap', '{}', NULL, 'reap:key');
+    PERFORM jobs.claim(pg_temp.id('o1'), 'w1');
+    INSERT INTO ids SELECT 'coord', (jobs.fan_out('[{"kind": "tc.reap0"}]', '{"kind": "tc.reap"}')).id;
+    INSERT INTO ids SELECT 'child', j.id FROM jobs.job AS j WHERE j.parent_id = pg_temp.id('coord');
+    PERFORM jobs.claim(pg_temp.id('child'), 'w1');
+    PERFORM pg_temp.running('rq', 'tc.reap', 'w1');
+    PERFORM pg_temp.elapse(pg_temp.id('o1'), '16 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('child'), '16 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('rq'), '16 seconds');
+END $$;
+SELECT bag_eq($$ SELECT * FROM jobs.reap() $$,
+    $$ VALUES (pg_temp.id('rq'), 'tc.reap.q'::text, now()), (pg_temp.id('o2'), 'tc.reap.q', now()), (pg_temp.id('coord'), 'tc.reap.q', now()) $$,
+    'reap: signals the requeued job and the jobs woken by the ones it failed (ordering successor, coordinator)');
+SELECT results_eq($$ SELECT status FROM jobs.job WHERE id IN (pg_temp.id('o1'), pg_temp.id('child')) ORDER BY id $$,
+    $$ VALUES ('failed'::jobs.status), ('failed'::jobs.status) $$, 'reap: the exhausted head and child are failed');
+
+-- queued / enqueue_failed jobs whose budget is already spent (hand edit)
+DO $$ BEGIN
+    PERFORM pg_temp.job('over', 'tc.reap');
+    PERFORM pg_temp.job('overef', 'tc.reap');
+    PERFORM jobs.mark_enqueue_failed(ARRAY[pg_temp.id('overef')]);
+    UPDATE jobs.job SET retry_count = 4 WHERE id IN (pg_temp.id('over'), pg_temp.id('overef'));
+    PERFORM pg_temp.job('ok', 'tc.reap');
+    UPDATE jobs.job SET retry_count = 3 WHERE id = pg_temp.id('ok');
+    PERFORM pg_temp.snap(pg_temp.id('ok'));
+END $$;
+SELECT is_empty($$ SELECT * FROM jobs.reap() $$, 'reap: overspent queued jobs are failed, not signalled');
+SELECT results_eq($$ SELECT status, finished_at, error FROM jobs.job WHERE id IN (pg_temp.id('over'), pg_temp.id('overef')) ORDER BY id $$,
+    $$ VALUES ('failed'::jobs.status, now(), 'retry budget exhausted'::text), ('failed'::jobs.status, now(), 'retry budget exhausted'::text) $$,
+    'reap: queued and enqueue_failed jobs with retry_count > max_retries -> failed');
+SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, worker, reason)::text FROM jobs.event
+                     WHERE job_id IN (pg_temp.id('over'), pg_temp.id('overef')) AND to_status = 'failed' ORDER BY job_id $$,
+    $$ VALUES (pg_temp.id('over'), '(queued,failed,0,,exhausted)'), (pg_temp.id('overef'), '(enqueue_failed,failed,0,,exhausted)') $$,
+    'reap: overspent jobs -> exhausted events from queued / enqueue_failed');
+SELECT is(pg_temp.state(pg_temp.id('ok')), pg_temp.snapped(pg_temp.id('ok')), 'reap: queued job with retry_count = max_retries (one attempt left) -> untouched');
+
+-- bad input
+SELECT throws_ok($$ SELECT * FROM jobs.reap(0) $$, '22023', NULL, 'reap: max_jobs 0 -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.reap(NULL) $$, '22023', NULL, 'reap: max_jobs NULL -> 22023');
+
+SELECT is(pg_temp.error_of('SELECT * FROM jobs.reap(0)'), '22023 jobs.reap hint=true',
+    'reap: the 22023 message names jobs.reap and carries a HINT');
+
+-- roles: reaping is an admin task
+SET LOCAL ROLE jobs_worker;
+SELECT throws_ok($$ SELECT * FROM jobs.reap() $$, '42501', NULL, 'reap: jobs_worker may not reap -> 42501');
+RESET ROLE;
+SET LOCAL ROLE jobs_producer;
+SELECT throws_ok($$ SELECT * FROM jobs.reap() $$, '42501', NULL, 'reap: jobs_producer may not reap -> 42501');
+RESET ROLE;
+SET LOCAL ROLE jobs_admin;
+SELECT lives_ok($$ SELECT * FROM jobs.reap() $$, 'reap: jobs_admin may reap');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

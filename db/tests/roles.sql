@@ -1,0 +1,158 @@
+-- Role separation (DESIGN §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
+-- exactly their functions and get 42501 for every other one and for the tables.
+BEGIN;
+SELECT plan(101);
+
+SELECT jobs.define_type('roles_t');
+
+-- Runs a statement as the current role and returns 'ok' or the SQLSTATE it raised
+-- (inside a subtransaction that is always rolled back, so it changes nothing).
+CREATE FUNCTION pg_temp.sqlstate_of(stmt text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE stmt;
+    -- Undo what a successful call did: leave through an exception the handler recognises.
+    RAISE EXCEPTION 'rollback probe' USING ERRCODE = 'ZZ999';
+EXCEPTION WHEN OTHERS THEN
+    RETURN CASE WHEN SQLSTATE = 'ZZ999' THEN 'ok' ELSE SQLSTATE END;
+END $$;
+
+-- One harmless call per public function (the arguments do not matter for a 42501).
+CREATE TEMP TABLE calls (fn text PRIMARY KEY, stmt text, producer boolean, worker boolean, admin boolean);
+INSERT INTO calls VALUES
+    ('define_type',            $$ SELECT jobs.define_type('roles_t2') $$,                                   false, false, true),
+    ('submit',                 $$ SELECT jobs.submit('roles_t') $$,                                         true,  false, true),
+    ('submit_many',            $$ SELECT * FROM jobs.submit_many('[]') $$,                                  true,  false, true),
+    ('fan_out',                $$ SELECT jobs.fan_out('[]', '{"kind": "roles_t"}') $$,                      true,  false, true),
+    ('mark_enqueue_failed',    $$ SELECT jobs.mark_enqueue_failed(ARRAY[0]::bigint[]) $$,                   true,  false, true),
+    ('recover_enqueue_failed', $$ SELECT * FROM jobs.recover_enqueue_failed() $$,                           false, false, true),
+    ('claim',                  $$ SELECT * FROM jobs.claim(0, 'w') $$,                                      false, true,  true),
+    ('claim_many',             $$ SELECT * FROM jobs.claim_many(ARRAY[0]::bigint[], 'w') $$,                false, true,  true),
+    ('claim_next',             $$ SELECT * FROM jobs.claim_next('w', ARRAY['no-such-queue']) $$,            false, true,  true),
+    ('heartbeat',              $$ SELECT jobs.heartbeat(0, 'w', 1) $$,                                      false, true,  true),
+    ('complete',               $$ SELECT jobs.complete(0, 'w', 1) $$,                                       false, true,  true),
+    ('complete_many',          $$ SELECT * FROM jobs.complete_many(ARRAY[0]::bigint[], 'w', ARRAY[1]::bigint[], NULL) $$, false, true, true),
+    ('fail',                   $$ SELECT jobs.fail(0, 'w', 1, 'boom') $$,                                   false, true,  true),
+    ('reap',                   $$ SELECT * FROM jobs.reap() $$,                                             false, false, true),
+    ('cancel',                 $$ SELECT jobs.cancel(0) $$,                                                 true,  false, true),
+    ('replay',                 $$ SELECT jobs.replay(0) $$,                                                 false, false, true),
+    ('stale_queued',           $$ SELECT * FROM jobs.stale_queued('default') $$,                            false, false, true),
+    ('prune',                  $$ SELECT jobs.prune() $$,                                                   false, false, true),
+    ('get',                    $$ SELECT jobs.get(0) $$,                                                    true,  true,  true),
+    ('events',                 $$ SELECT * FROM jobs.events(0) $$,                                          true,  false, true),
+    ('children',               $$ SELECT * FROM jobs.children(0) $$,                                        true,  true,  true);
+GRANT SELECT ON calls TO PUBLIC;
+
+CREATE TEMP TABLE before_counts AS
+SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.event) AS events_n,
+       (SELECT count(*) FROM jobs.job_type) AS types_n,
+       (SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) FROM jobs.job AS j) AS jobs_md5;
+
+-- the roles.
+SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_producer'), false, 'roles: jobs_producer exists and is NOLOGIN');
+SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_worker'), false, 'roles: jobs_worker exists and is NOLOGIN');
+SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_admin'), false, 'roles: jobs_admin exists and is NOLOGIN');
+
+-- catalog view of the matrix.
+SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_producer', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
+              $$ SELECT fn FROM calls WHERE producer $$,
+              'roles: jobs_producer holds EXECUTE on exactly submit, submit_many, fan_out, mark_enqueue_failed, cancel, get, events, children');
+SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_worker', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
+              $$ SELECT fn FROM calls WHERE worker $$,
+              'roles: jobs_worker holds EXECUTE on exactly claim, claim_many, claim_next, heartbeat, complete, complete_many, fail, get, children');
+SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_admin', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
+              $$ SELECT fn FROM calls $$,
+              'roles: jobs_admin holds EXECUTE on every public function');
+
+-- jobs_producer, call by call.
+SET LOCAL ROLE jobs_producer;
+SELECT is(CASE WHEN pg_temp.sqlstate_of(c.stmt) = '42501' THEN 'denied (42501)' ELSE 'allowed' END,
+          CASE WHEN c.producer THEN 'allowed' ELSE 'denied (42501)' END,
+          format('roles: jobs_producer calling jobs.%s is %s', c.fn, CASE WHEN c.producer THEN 'allowed' ELSE 'denied with 42501' END))
+  FROM calls AS c ORDER BY c.fn;
+RESET ROLE;
+
+-- jobs_worker, call by call.
+SET LOCAL ROLE jobs_worker;
+SELECT is(CASE WHEN pg_temp.sqlstate_of(c.stmt) = '42501' THEN 'denied (42501)' ELSE 'allowed' END,
+          CASE WHEN c.worker THEN 'allowed' ELSE 'denied (42501)' END,
+          format('roles: jobs_worker calling jobs.%s is %s', c.fn, CASE WHEN c.worker THEN 'allowed' ELSE 'denied with 42501' END))
+  FROM calls AS c ORDER BY c.fn;
+RESET ROLE;
+
+-- jobs_admin, call by call.
+SET LOCAL ROLE jobs_admin;
+SELECT is(CASE WHEN pg_temp.sqlstate_of(c.stmt) = '42501' THEN 'denied (42501)' ELSE 'allowed' END,
+          'allowed', format('roles: jobs_admin calling jobs.%s is allowed', c.fn))
+  FROM calls AS c ORDER BY c.fn;
+RESET ROLE;
+
+-- the probing above changed nothing.
+SELECT is((SELECT (count(*), (SELECT count(*) FROM jobs.event), (SELECT count(*) FROM jobs.job_type),
+                   md5(string_agg(j::text, ',' ORDER BY j.id)))::text FROM jobs.job AS j),
+          (SELECT (jobs_n, events_n, types_n, jobs_md5)::text FROM before_counts),
+          'roles: probing every function as every role changed no job, event or job type');
+
+-- direct table access is denied to every role.
+SET LOCAL ROLE jobs_producer;
+SELECT throws_ok($$ SELECT * FROM jobs.job $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.job -> 42501');
+SELECT throws_ok($$ UPDATE jobs.job SET status = 'done' $$, '42501', NULL, 'roles: jobs_producer UPDATE on jobs.job -> 42501');
+SELECT throws_ok($$ SELECT * FROM jobs.event $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.event -> 42501');
+SELECT throws_ok($$ SELECT * FROM jobs.claimable $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.claimable -> 42501');
+RESET ROLE;
+SET LOCAL ROLE jobs_worker;
+SELECT throws_ok($$ SELECT * FROM jobs.job $$, '42501', NULL, 'roles: jobs_worker SELECT on jobs.job -> 42501');
+SELECT throws_ok($$ UPDATE jobs.job SET status = 'done' $$, '42501', NULL, 'roles: jobs_worker UPDATE on jobs.job -> 42501');
+SELECT throws_ok($$ INSERT INTO jobs.event (job_id, to_status, lease_version, reason) VALUES (1, 'done', 1, 'completed') $$,
+                 '42501', NULL, 'roles: jobs_worker INSERT on jobs.event -> 42501');
+SELECT throws_ok($$ SELECT * FROM jobs.job_type $$, '42501', NULL, 'roles: jobs_worker SELECT on jobs.job_type -> 42501');
+RESET ROLE;
+SET LOCAL ROLE jobs_admin;
+SELECT throws_ok($$ SELECT * FROM jobs.job $$, '42501', NULL, 'roles: jobs_admin SELECT on jobs.job -> 42501');
+SELECT throws_ok($$ UPDATE jobs.job SET status = 'done' $$, '42501', NULL, 'roles: jobs_admin UPDATE on jobs.job -> 42501');
+SELECT throws_ok($$ DELETE FROM jobs.event $$, '42501', NULL, 'roles: jobs_admin DELETE on jobs.event -> 42501');
+SELECT throws_ok($$ UPDATE jobs.job_type SET max_retries = 0 $$, '42501', NULL, 'roles: jobs_admin UPDATE on jobs.job_type -> 42501');
+RESET ROLE;
+
+-- a real lifecycle through the roles, each step by the role the contract names.
+SET LOCAL ROLE jobs_admin;
+SELECT is((jobs.define_type('roles_k', max_retries => 2)).max_retries, 2, 'roles: jobs_admin declares a kind with define_type');
+RESET ROLE;
+SET LOCAL ROLE jobs_producer;
+SELECT is(set_config('roles.id', (jobs.submit('roles_k', '{"n": 1}')).id::text, true) IS NOT NULL, true,
+          'roles: jobs_producer submits a job');
+SELECT is((jobs.get(current_setting('roles.id')::bigint)).status, 'queued'::jobs.status, 'roles: jobs_producer reads its job: queued');
+SELECT throws_ok($$ SELECT * FROM jobs.claim(current_setting('roles.id')::bigint, 'w') $$, '42501', NULL,
+                 'roles: jobs_producer cannot claim the job it submitted (42501)');
+RESET ROLE;
+SELECT is((SELECT status FROM jobs.job WHERE id = current_setting('roles.id')::bigint), 'queued'::jobs.status,
+          'roles: the denied claim left the job queued');
+SET LOCAL ROLE jobs_worker;
+SELECT is((SELECT lease_version FROM jobs.claim(current_setting('roles.id')::bigint, 'w')), 1::bigint,
+          'roles: jobs_worker claims it, lease_version 1');
+SELECT is((jobs.heartbeat(current_setting('roles.id')::bigint, 'w', 1)).alive, true, 'roles: jobs_worker heartbeats it');
+SELECT throws_ok($$ SELECT jobs.cancel(current_setting('roles.id')::bigint) $$, '42501', NULL,
+                 'roles: jobs_worker cannot cancel (42501)');
+SELECT throws_ok($$ SELECT * FROM jobs.events(current_setting('roles.id')::bigint) $$, '42501', NULL,
+                 'roles: jobs_worker cannot read events (42501)');
+SELECT is((jobs.complete(current_setting('roles.id')::bigint, 'w', 1, '{"ok": true}')).accepted, true,
+          'roles: jobs_worker completes it');
+SELECT is((jobs.get(current_setting('roles.id')::bigint)).result, '{"ok": true}'::jsonb, 'roles: jobs_worker reads the result with get');
+SELECT is_empty($$ SELECT * FROM jobs.children(current_setting('roles.id')::bigint) $$, 'roles: jobs_worker may call children');
+RESET ROLE;
+SET LOCAL ROLE jobs_producer;
+SELECT is(ARRAY(SELECT reason FROM jobs.events(current_setting('roles.id')::bigint)), ARRAY['submitted', 'claimed', 'completed'],
+          'roles: jobs_producer reads the history with events');
+SELECT is((jobs.cancel(current_setting('roles.id')::bigint)).accepted, false, 'roles: jobs_producer may cancel (a done job: no-op)');
+SELECT throws_ok($$ SELECT jobs.replay(current_setting('roles.id')::bigint) $$, '42501', NULL,
+                 'roles: jobs_producer cannot replay (42501)');
+SELECT throws_ok($$ SELECT jobs.define_type('roles_k') $$, '42501', NULL, 'roles: jobs_producer cannot define_type (42501)');
+RESET ROLE;
+SELECT is((SELECT max_retries FROM jobs.job_type WHERE kind = 'roles_k'), 2, 'roles: the denied define_type left the kind unchanged');
+SET LOCAL ROLE jobs_admin;
+SELECT is(jobs.replay(current_setting('roles.id')::bigint), false, 'roles: jobs_admin may replay (a done job: false)');
+SELECT is(jobs.prune('0 seconds'), 0::bigint, 'roles: jobs_admin may prune (nothing finished before now)');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
