@@ -28,8 +28,11 @@ class Client:
     the job is durable either way.
     """
 
-    def __init__(self, database_url: str, redis_url: str, *, pool_size: int = 2):
-        self.db = Database(database_url, max_size=pool_size, name="jobfence-client")
+    def __init__(self, database_url: str, redis_url: str, *, pool_size: int = 2,
+                 timeout: float = 10.0):
+        # timeout: how long a call waits for a PostgreSQL connection before raising.
+        self.db = Database(database_url, max_size=pool_size, name="jobfence-client",
+                           timeout=timeout)
         self.transport = Transport(redis_url)
 
     def close(self) -> None:

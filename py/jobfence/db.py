@@ -45,10 +45,10 @@ class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
     def __init__(self, url: str, *, max_size: int = 4, name: str = "jobfence",
-                 open_timeout: float | None = None):
+                 open_timeout: float | None = None, timeout: float = 10.0):
         self.url = url
         self.pool = ConnectionPool(
-            url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=10.0,
+            url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=timeout,
             kwargs={"autocommit": True, "application_name": name},
             # A restarted server leaves dead sockets in the pool: test before handing out.
             check=ConnectionPool.check_connection,
@@ -162,6 +162,9 @@ class Database:
     def status_counts(self, job_ids: Sequence[int]) -> dict[str, int]:
         return {r["status"]: int(r["n"]) for r in self._all(sql.STATUS_COUNTS,
                                                              {"job_ids": list(job_ids)})}
+
+    def latencies(self, job_ids: Sequence[int]) -> list[float]:
+        return [r["seconds"] for r in self._all(sql.LATENCIES, {"job_ids": list(job_ids)})]
 
     def events(self, job_id: int) -> list[rows.Event]:
         return self._all(sql.EVENTS, {"job_id": job_id}, rows.EVENT)

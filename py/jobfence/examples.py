@@ -86,7 +86,11 @@ def flaky(job_id, payload, ctx):
 
 @app.task("crash", **_OPTIONS)
 def crash(job_id, payload, ctx):
-    if random.random() < float((payload or {}).get("p", 1.0)):
+    payload = payload or {}
+    # {"attempts": n} crashes its first n attempts only; {"p": x} crashes at random.
+    doomed = (ctx.attempt <= int(payload["attempts"])) if "attempts" in payload \
+        else random.random() < float(payload.get("p", 1.0))
+    if doomed:
         ctx.log.warning("crash: killing my own process")
         os.kill(os.getpid(), signal.SIGKILL)
     return {"survived": True}

@@ -55,9 +55,16 @@ GET = "SELECT * FROM jobs.get(job_id => %(job_id)s)"
 # One round trip for a progress bar over many ids; still nothing but jobs.get.
 STATUS_COUNTS = """
 SELECT j.status::text AS status, count(*) AS n
-  FROM unnest(%(job_ids)s::bigint[]) AS ids(id)
- CROSS JOIN LATERAL jobs.get(job_id => ids.id) AS j
+  FROM unnest(%(job_ids)s::bigint[]) AS wanted
+ CROSS JOIN LATERAL jobs.get(job_id => wanted) AS j
  GROUP BY j.status
+"""
+# Submission-to-terminal seconds of finished jobs, for the demo's summary.
+LATENCIES = """
+SELECT date_part('epoch', j.finished_at - j.created_at) AS seconds
+  FROM unnest(%(job_ids)s::bigint[]) AS wanted
+ CROSS JOIN LATERAL jobs.get(job_id => wanted) AS j
+ WHERE j.finished_at IS NOT NULL
 """
 EVENTS = "SELECT * FROM jobs.events(job_id => %(job_id)s)"
 CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"

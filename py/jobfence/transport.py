@@ -36,6 +36,27 @@ def _epoch(run_after) -> float | None:
     return run_after.timestamp() if hasattr(run_after, "timestamp") else float(run_after)
 
 
+def fill_pipeline(pipe, signals: Iterable[tuple[int, str, object]]) -> int:
+    """Queue the commands pushing (job_id, queue, run_after) triples on a pipeline (sync or
+    asyncio): due ids to the ready list, later ones to the delayed set."""
+    now = time.time()
+    ready: dict[str, list[str]] = defaultdict(list)
+    delayed: dict[str, dict[str, float]] = defaultdict(dict)
+    count = 0
+    for job_id, queue, run_after in signals:
+        at = _epoch(run_after)
+        if at is None or at <= now:
+            ready[queue].append(str(job_id))
+        else:
+            delayed[queue][str(job_id)] = at
+        count += 1
+    for queue, ids in ready.items():
+        pipe.lpush(ready_key(queue), *ids)
+    for queue, members in delayed.items():
+        pipe.zadd(delayed_key(queue), members)
+    return count
+
+
 class Transport:
     """Push, pop and move job ids. Every method may raise ``redis.RedisError``; callers decide
     whether that is worth a retry (a worker) or a ``mark_enqueue_failed`` (a producer)."""
@@ -56,25 +77,10 @@ class Transport:
     def push(self, signals: Iterable[tuple[int, str, object]]) -> int:
         """Push (job_id, queue, run_after) triples: due ids to the ready list, later ones to
         the delayed set scored by run_after epoch. One round trip."""
-        now = time.time()
-        ready: dict[str, list[str]] = defaultdict(list)
-        delayed: dict[str, dict[str, float]] = defaultdict(dict)
-        count = 0
-        for job_id, queue, run_after in signals:
-            at = _epoch(run_after)
-            if at is None or at <= now:
-                ready[queue].append(str(job_id))
-            else:
-                delayed[queue][str(job_id)] = at
-            count += 1
-        if not count:
-            return 0
         pipe = self.redis.pipeline(transaction=False)
-        for queue, ids in ready.items():
-            pipe.lpush(ready_key(queue), *ids)
-        for queue, members in delayed.items():
-            pipe.zadd(delayed_key(queue), members)
-        pipe.execute()
+        count = fill_pipeline(pipe, signals)
+        if count:
+            pipe.execute()
         return count
 
     def push_ids(self, queue: str, job_ids: Sequence[int]) -> int:

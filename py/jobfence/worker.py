@@ -36,6 +36,8 @@ logger = logging.getLogger("jobfence.worker")
 # How long an outcome (complete/fail) is retried while PostgreSQL is unreachable. Past it the
 # lease has long expired: the reaper requeues the job, so giving up loses nothing.
 OUTCOME_RETRY_SECONDS = 60.0
+# A long-running worker says how it is doing even when nothing goes wrong.
+STATS_EVERY_SECONDS = 30.0
 
 
 def default_name() -> str:
@@ -83,7 +85,7 @@ class Worker:
         self.grace = grace
         self.pop_timeout = pop_timeout
         self.declare = declare
-        self.db = Database(database_url, max_size=self.concurrency + 3, name=f"jobfence-worker")
+        self.db = Database(database_url, max_size=self.concurrency + 3, name="jobfence-worker")
         self.transport = Transport(redis_url, socket_timeout=pop_timeout + 5.0)
         self.types: dict[str, dict] = {}
         self._running: dict[int, _Running] = {}
@@ -94,7 +96,8 @@ class Worker:
         self._threads_stop = threading.Event()
         self._completions: queue_mod.Queue = queue_mod.Queue()
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobfence-handler")
-        self.stats = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0}
+        self.stats = {"claimed": 0, "completed": 0, "retried": 0, "failed": 0, "lost": 0}
+        self._stats_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -156,7 +159,13 @@ class Worker:
         with self._lock:
             while self._running and time.monotonic() < deadline and not self._hard_stop.is_set():
                 self._lock.wait(timeout=0.1)
-            left = [r for r in self._running.values() if not r.finished]
+            # Jobs whose handler already returned only wait for the completer: give it a
+            # moment rather than turning a finished job into a retry.
+            flush_deadline = time.monotonic() + 5.0
+            while (any(r.handler_done and not r.finished for r in self._running.values())
+                   and time.monotonic() < flush_deadline):
+                self._lock.wait(timeout=0.05)
+            left = [r for r in self._running.values() if not r.finished and not r.handler_done]
         for running in left:
             running.ctx._cancel("shutdown")
             self._report_failure(running, "worker shutdown", retryable=True)
@@ -168,7 +177,12 @@ class Worker:
     def _pop_loop(self) -> None:
         backoff = Backoff()
         next_move = 0.0
+        next_stats = time.monotonic() + STATS_EVERY_SECONDS
         while not self._stop.is_set():
+            if time.monotonic() >= next_stats:
+                next_stats = time.monotonic() + STATS_EVERY_SECONDS
+                self._event(logging.INFO, "worker_stats", "progress", running=len(self._running),
+                            **self.stats)
             with self._lock:
                 free = self.concurrency - self._inflight
                 if free <= 0:
@@ -209,7 +223,7 @@ class Worker:
                             job_ids=ids[:20])
                 self._stop.wait(delay)
         for lease in leases:
-            self.stats["claimed"] += 1
+            self._count("claimed")
             self._start(lease)
 
     def _start(self, lease: Lease) -> None:
@@ -250,18 +264,20 @@ class Worker:
                                      f"{self.name}", retryable=True)
                 return
             started = time.monotonic()
-            try:
-                with stack:
-                    result = task.handler(lease.job_id, lease.payload, ctx)
-                    json.dumps(result)  # fail here, as the handler's error, not in the batch
-                    if task.transactional:
-                        self._complete_in_transaction(running, ctx, result, started)
-                        return
-            except (LeaseLost, psycopg.OperationalError) as exc:
-                if task.transactional and getattr(exc, "_from_complete", False):
-                    return  # already logged by _complete_in_transaction
-                raise
-            self._completions.put((running, result, started))
+            outcome = None
+            with stack:
+                result = task.handler(lease.job_id, lease.payload, ctx)
+                json.dumps(result)  # fail here, as the handler's error, not in the batch
+                if task.transactional:
+                    outcome = self._complete_in_transaction(running, ctx, result)
+            if outcome is None:
+                self._completions.put((running, result, started))
+            else:
+                # Only now is the completion committed: signals pushed earlier could be
+                # popped before the jobs they wake are claimable, and be wasted.
+                self._finish(running, outcome, started)
+        except _LostAtComplete:
+            pass  # logged by _complete_in_transaction; the rollback took the effects back
         except NonRetryable as exc:
             self._report_failure(running, f"{type(exc).__name__}: {exc}", retryable=False)
         except Cancelled as exc:
@@ -277,31 +293,21 @@ class Worker:
                 self._inflight -= 1
                 self._lock.notify_all()
 
-    def _complete_in_transaction(self, running: _Running, ctx: Context, result: Any,
-                                 started: float) -> None:
+    def _complete_in_transaction(self, running: _Running, ctx: Context, result: Any) -> Outcome:
+        """``jobs.complete`` on the handler's own transaction (committed by the caller). A
+        connection failure here propagates as a handler failure: the transaction is gone, so
+        neither the effects nor the completion were committed and a retry is right."""
         lease = running.lease
         with running.lock:
             if running.finished:
                 # We already failed it (timeout/shutdown): leaving the block rolls back.
                 raise _Discard()
-        conn = ctx.tx
         try:
-            outcome = self.db.complete(lease.job_id, self.name, lease.lease_version, result,
-                                       conn=conn)
+            return self.db.complete(lease.job_id, self.name, lease.lease_version, result,
+                                    conn=ctx.tx)
         except LeaseLost as exc:
             self._lease_lost(running, exc, "complete")
-            exc._from_complete = True  # type: ignore[attr-defined]
-            raise  # leaving the transaction block rolls the handler's writes back
-        except psycopg.OperationalError as exc:
-            # Unknown whether the commit happened; the lease decides: if it did not, the
-            # reaper requeues the job and the effects were rolled back with it.
-            self._event(logging.WARNING, "complete_unknown",
-                        "connection lost during a transactional completion; the reaper "
-                        "settles it", error=str(exc), **self._fields(lease))
-            exc._from_complete = True  # type: ignore[attr-defined]
-            self._forget(running)
-            raise
-        self._finish(running, outcome, started)
+            raise _LostAtComplete() from exc  # leaving the block rolls the writes back
 
     # -- outcomes -------------------------------------------------------------------------
     def _complete_loop(self) -> None:
@@ -323,9 +329,9 @@ class Worker:
                         live.append(item)
             if not live:
                 continue
-            outcomes = self._with_retry(lambda: self.db.complete_many(
-                [(r.lease.job_id, r.lease.lease_version, res) for r, res, _ in live], self.name),
-                "complete_many")
+            items = [(r.lease.job_id, r.lease.lease_version, res) for r, res, _ in live]
+            outcomes = self._with_retry(lambda: self.db.complete_many(items, self.name),
+                                        "complete_many")
             if outcomes is None:
                 for running, _, _ in live:
                     self._forget(running)
@@ -400,20 +406,20 @@ class Worker:
         if started is not None:
             fields["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
         if outcome.status == "done":
-            self.stats["completed"] += 1
+            self._count("completed")
             self._event(logging.INFO, "completed", "job done", wake=outcome.wake or None, **fields)
         elif outcome.status == "queued":
-            self.stats["failed"] += 1
+            self._count("retried")
             self._event(logging.INFO, "retry_scheduled", "job failed, retry scheduled",
                         error=error, run_after=outcome.run_after, **fields)
         else:
-            self.stats["failed"] += 1
+            self._count("failed")
             self._event(logging.WARNING, "failed", f"job {outcome.status}", error=error,
                         status=outcome.status, **fields)
         self._forget(running)
 
     def _lease_lost(self, running: _Running, exc: Exception | None, where: str) -> None:
-        self.stats["lost"] += 1
+        self._count("lost")
         running.ctx._cancel("lease_lost")
         self._event(logging.WARNING, "lease_lost",
                     f"{where} rejected: lease lost (JB001); the result is discarded",
@@ -476,6 +482,10 @@ class Worker:
         self._report_failure(running, "timeout", retryable=True)
 
     # -- helpers --------------------------------------------------------------------------
+    def _count(self, name: str) -> None:
+        with self._stats_lock:
+            self.stats[name] += 1
+
     def _fields(self, lease: Lease) -> dict:
         return {"job_id": lease.job_id, "lease_version": lease.lease_version,
                 "worker": self.name, "kind": lease.kind}
@@ -483,6 +493,10 @@ class Worker:
     def _event(self, level: int, name: str, msg: str, **fields: Any) -> None:
         fields.setdefault("worker", self.name)
         jlog.event(logger, level, name, msg, **fields)
+
+
+class _LostAtComplete(Exception):
+    """JB001 at a transactional completion: already logged, nothing left to report."""
 
 
 class _Discard(Exception):

@@ -61,13 +61,28 @@ def conn(clean_db):
         yield c
 
 
+@pytest.fixture(scope="session")
+def _session_redis_url(tmp_path_factory):
+    """JOBFENCE_TEST_REDIS_URL when set; otherwise a redis-server of this test session on a
+    free port, so that concurrent test runs on one machine never flush each other's ids."""
+    if "JOBFENCE_TEST_REDIS_URL" in os.environ:
+        yield REDIS_URL
+        return
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def redis_url():
+def redis_url(_session_redis_url):
     """A dedicated Redis database, flushed before and after each test."""
-    client = redis_lib.Redis.from_url(REDIS_URL)
+    client = redis_lib.Redis.from_url(_session_redis_url)
     client.flushdb()
     try:
-        yield REDIS_URL
+        yield _session_redis_url
     finally:
         client.flushdb()
         client.close()

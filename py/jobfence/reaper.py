@@ -1,0 +1,118 @@
+"""The reaper: repairs what crashes and lost signals leave behind, every ``interval``.
+
+One tick: ``jobs.reap`` (expired leases -> queued or failed, then push), ``jobs.recover_
+enqueue_failed`` (push again), move due ids from the delayed sets to the ready lists, and
+for every ready list that is empty re-push the claimable jobs PostgreSQL still holds
+(``jobs.stale_queued``). Every step is idempotent and every push of a duplicate is a no-op
+at claim time, so several reapers may run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Iterable
+
+import psycopg
+import redis
+
+from . import log as jlog
+from .db import Database
+from .errors import JobfenceError
+from .rows import Signal
+from .transport import Transport
+
+logger = logging.getLogger("jobfence.reaper")
+
+
+class Reaper:
+    def __init__(self, database_url: str, redis_url: str, *, interval: float = 5.0,
+                 stale_after: float = 5.0, queues: Iterable[str] = (), batch: int = 1000):
+        self.interval = interval
+        self.stale_after = stale_after
+        self.batch = batch
+        self.queues: set[str] = set(queues) | {"default"}
+        self.db = Database(database_url, max_size=2, name="jobfence-reaper")
+        self.transport = Transport(redis_url)
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        jlog.event(logger, logging.INFO, "reaper_ready", "reaper ready",
+                   interval=self.interval, stale_after=self.stale_after, queues=sorted(self.queues))
+        while not self._stop.is_set():
+            try:
+                counts = self.tick()
+                if any(counts.values()):
+                    jlog.event(logger, logging.INFO, "reaper_tick", "repaired", **counts)
+                # A full batch means more is waiting: go again without sleeping.
+                if counts["reaped"] >= self.batch or counts["recovered"] >= self.batch:
+                    continue
+            except psycopg.OperationalError as exc:
+                jlog.event(logger, logging.WARNING, "db_unavailable",
+                           f"tick skipped; next try in {self.interval}s", error=str(exc))
+            except redis.RedisError as exc:
+                jlog.event(logger, logging.WARNING, "redis_unavailable",
+                           f"tick cut short; next try in {self.interval}s", error=str(exc))
+            except JobfenceError as exc:
+                jlog.event(logger, logging.ERROR, "tick_failed", str(exc), sqlstate=exc.sqlstate)
+            self._stop.wait(self.interval)
+        jlog.event(logger, logging.INFO, "reaper_stopped", "reaper stopped")
+        self.db.close()
+        self.transport.close()
+        return 0
+
+    def tick(self) -> dict[str, int]:
+        counts = {"reaped": 0, "recovered": 0, "moved": 0, "stale_repushed": 0}
+        reaped = self.db.reap(self.batch)
+        counts["reaped"] = len(reaped)
+        self._remember(reaped)
+        for s in reaped:
+            jlog.event(logger, logging.INFO, "reaped", "lease expired: job requeued or failed",
+                       job_id=s.job_id, queue=s.queue)
+        # Reaped jobs are queued in PostgreSQL already: if this push is lost, the stale
+        # sweep below (or the next tick's) signals them.
+        self._push(reaped)
+
+        redis_up = self._redis_up()
+        if redis_up:
+            recovered = self.db.recover_enqueue_failed(self.batch)
+            counts["recovered"] = len(recovered)
+            self._remember(recovered)
+            if recovered and not self._push(recovered):
+                # Redis went away between the ping and the push: park them again.
+                self.db.mark_enqueue_failed([s.job_id for s in recovered])
+        else:
+            return counts
+
+        self.queues |= self.transport.known_queues()
+        for queue in sorted(self.queues):
+            counts["moved"] += self.transport.move_due(queue, self.batch)
+            if self.transport.ready_length(queue) == 0:
+                stale = self.db.stale_queued(queue, self.stale_after, self.batch)
+                if stale:
+                    self._push(stale)
+                    counts["stale_repushed"] += len(stale)
+        return counts
+
+    def _remember(self, signals: list[Signal]) -> None:
+        self.queues |= {s.queue for s in signals}
+
+    def _redis_up(self) -> bool:
+        try:
+            return self.transport.ping()
+        except redis.RedisError:
+            return False
+
+    def _push(self, signals: list[Signal]) -> bool:
+        if not signals:
+            return True
+        try:
+            self.transport.push((s.job_id, s.queue, s.run_after) for s in signals)
+            return True
+        except redis.RedisError as exc:
+            jlog.event(logger, logging.WARNING, "push_failed", "push failed; retried later",
+                       error=str(exc), count=len(signals))
+            return False

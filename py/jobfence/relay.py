@@ -1,0 +1,135 @@
+"""The relay: pushes the ids that SQL producers announce with ``pg_notify('jobs_submitted')``.
+
+Notifications are delivered only on commit (the outbox of DESIGN §6) but only to a
+connected listener: whatever was sent while the relay was away is found again by polling
+``jobs.stale_queued`` — at every (re)connect, and every ``poll_interval`` while the LISTEN
+connection is down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime
+from typing import Iterable
+
+import psycopg
+import redis
+
+from . import log as jlog
+from . import sql
+from .db import Database
+from .transport import Transport
+from .worker import Backoff
+
+logger = logging.getLogger("jobfence.relay")
+
+
+def parse_notification(payload: str) -> list[tuple[int, str, datetime | None]]:
+    """``{"id", "queue", "run_after"}`` (one submit) or ``{"queue", "ids", ["run_after"]}``
+    (submit_many / fan_out) -> (job_id, queue, run_after) triples."""
+    data = json.loads(payload)
+    queue = data.get("queue") or "default"
+    run_after = data.get("run_after")
+    when = None
+    if run_after:
+        try:
+            when = datetime.fromisoformat(run_after)
+        except ValueError:
+            when = None  # pushed as due: a too-early claim is a no-op, the reaper retries
+    ids = data.get("ids")
+    if ids is None and data.get("id") is not None:
+        ids = [data["id"]]
+    return [(int(i), queue, when) for i in ids or ()]
+
+
+class Relay:
+    def __init__(self, database_url: str, redis_url: str, *, poll_interval: float = 5.0,
+                 stale_after: float = 5.0, queues: Iterable[str] = ()):
+        self.url = database_url
+        self.poll_interval = poll_interval
+        self.stale_after = stale_after
+        self.queues: set[str] = set(queues) | {"default"}
+        self.db = Database(database_url, max_size=2, name="jobfence-relay")
+        self.transport = Transport(redis_url)
+        self._stop = threading.Event()
+        self.pushed = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        backoff = Backoff(first=0.2, cap=self.poll_interval)
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True,
+                                     application_name="jobfence-relay") as conn:
+                    conn.execute(sql.LISTEN_SUBMITTED)
+                    jlog.event(logger, logging.INFO, "relay_listening",
+                               "listening on jobs_submitted", queues=sorted(self.queues))
+                    backoff.reset()
+                    # Anything committed while nobody listened is only in PostgreSQL now.
+                    self.catch_up()
+                    self._listen(conn)
+            except psycopg.OperationalError as exc:
+                if self._stop.is_set():
+                    break
+                delay = backoff.next()
+                jlog.event(logger, logging.WARNING, "db_unavailable",
+                           f"LISTEN connection lost; polling, reconnect in {delay:.1f}s",
+                           error=str(exc))
+                self._poll_quietly()
+                self._stop.wait(delay)
+        jlog.event(logger, logging.INFO, "relay_stopped", "relay stopped", pushed=self.pushed)
+        self.db.close()
+        self.transport.close()
+        return 0
+
+    def _listen(self, conn: psycopg.Connection) -> None:
+        while not self._stop.is_set():
+            batch: list[tuple[int, str, datetime | None]] = []
+            for note in conn.notifies(timeout=0.5, stop_after=1000):
+                try:
+                    batch.extend(parse_notification(note.payload))
+                except (ValueError, TypeError, KeyError) as exc:
+                    jlog.event(logger, logging.WARNING, "bad_notification",
+                               "ignored a malformed notification", error=str(exc),
+                               payload=note.payload[:200])
+            if batch:
+                self._push(batch)
+
+    def _push(self, signals: list[tuple[int, str, datetime | None]]) -> None:
+        self.queues |= {q for _, q, _ in signals}
+        try:
+            self.transport.push(signals)
+            self.pushed += len(signals)
+            jlog.event(logger, logging.DEBUG, "relayed", "pushed", count=len(signals))
+        except redis.RedisError as exc:
+            ids = [i for i, _, _ in signals]
+            try:
+                marked = self.db.mark_enqueue_failed(ids)
+            except psycopg.Error as db_exc:
+                marked = None  # still queued in PostgreSQL: the reaper's sweep finds them
+                jlog.event(logger, logging.WARNING, "db_unavailable", str(db_exc))
+            jlog.event(logger, logging.WARNING, "enqueue_failed",
+                       "Redis push failed; jobs parked as enqueue_failed", error=str(exc),
+                       count=len(ids), marked=marked, job_ids=ids[:20])
+
+    def catch_up(self) -> int:
+        pushed = 0
+        for queue in sorted(self.queues):
+            stale = self.db.stale_queued(queue, self.stale_after)
+            if stale:
+                self._push([(s.job_id, s.queue, s.run_after) for s in stale])
+                pushed += len(stale)
+        if pushed:
+            jlog.event(logger, logging.INFO, "relay_caught_up",
+                       "re-pushed claimable jobs that may have missed their signal", count=pushed)
+        return pushed
+
+    def _poll_quietly(self) -> None:
+        try:
+            self.catch_up()
+        except (psycopg.Error, redis.RedisError):
+            pass  # both sides may be down; the next poll tries again
