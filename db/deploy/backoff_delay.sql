@@ -8,11 +8,13 @@ RETURNS interval
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    -- The exponent is capped so a large retry_count cannot overflow the interval product.
+    -- In float seconds: a large base times 2^k would overflow interval arithmetic before
+    -- least() could cap it. The exponent is capped for the same reason.
     WITH d AS (
-        SELECT least(cap, base * pg_catalog.power(2, least(greatest(retry_count - 1, 0), 40))::float8) AS nominal
+        SELECT least(extract(epoch FROM cap)::float8,
+                     extract(epoch FROM base)::float8 * pg_catalog.power(2::float8, least(greatest(retry_count - 1, 0), 60)::float8)) AS nominal
     )
-    SELECT d.nominal / 2 + d.nominal / 2 * pg_catalog.random() FROM d
+    SELECT pg_catalog.make_interval(secs => d.nominal / 2 + d.nominal / 2 * pg_catalog.random()) FROM d
 $$;
 COMMENT ON FUNCTION jobs.backoff_delay(integer, interval, interval) IS
     'Internal: retry delay after the retry_count-th failure: exponential with jitter, capped. Not granted to any role.';

@@ -97,8 +97,11 @@ BEGIN
         IF jsonb_typeof(spec -> 'run_after') = 'string' THEN
             BEGIN
                 due := greatest((spec ->> 'run_after')::timestamptz, now());
+                IF NOT isfinite(due) THEN
+                    RAISE EXCEPTION USING ERRCODE = 'invalid_datetime_format';
+                END IF;
             EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value THEN
-                RAISE EXCEPTION '%: run_after % is not a timestamp', at_, spec -> 'run_after'
+                RAISE EXCEPTION '%: run_after % is not a finite timestamp', at_, spec -> 'run_after'
                     USING ERRCODE = '22023', HINT = 'Use ISO 8601 with a zone, e.g. "2030-01-01T09:00:00Z".';
             END;
         ELSIF coalesce(jsonb_typeof(spec -> 'run_after'), 'null') <> 'null' THEN

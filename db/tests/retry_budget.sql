@@ -2,7 +2,7 @@
 -- Contract: DESIGN.md §2 (retry rule: max_retries 3 = at most 4 attempts; backoff; reaped jobs requeue
 -- at once with error 'lease expired'), §3 (max_retries copied at submit), §4 (backoff formula).
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 -- Test helpers: temporary objects, gone with the ROLLBACK.
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
@@ -175,6 +175,9 @@ SELECT ok((SELECT run_after - now() BETWEEN interval '150 s' AND interval '300 s
     'retry_budget: default cap, retry 10 -> d = least(5 min, 512 s) = 5 min, delay within [150 s, 300 s]');
 SELECT ok((SELECT status = 'queued' AND run_after - now() BETWEEN interval '150 s' AND interval '300 s' FROM jobs.fail(pg_temp.id('huge'), 'w', 1, 'x')),
     'retry_budget: retry 999 of 1000 -> requeued, delay still capped at 5 min (no overflow)');
+
+SELECT ok(jobs.backoff_delay(60, '100 years', '1000 years') BETWEEN interval '500 years' AND interval '1000 years',
+    'retry_budget: a huge base and retry count stay within the cap instead of overflowing the interval');
 
 SELECT * FROM finish();
 ROLLBACK;

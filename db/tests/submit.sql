@@ -1,7 +1,7 @@
 -- jobs.submit: (new) -> queued, event 'submitted', JB005, JB004 at octet_length(payload::text),
 -- 22023 for bad input, idempotency keys per kind, run_after, notify (DESIGN §2-§5).
 BEGIN;
-SELECT plan(56);
+SELECT plan(58);
 
 SELECT jobs.define_type('sub_t', queue => 'sub_q', max_retries => 4, lease_timeout => '7 seconds', timeout => '70 seconds');
 SELECT jobs.define_type('sub_u');
@@ -126,6 +126,12 @@ SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'sub_t' AND payload ? 'n')
           'submit: both notify variants created their job');
 SELECT is((SELECT count(*) FROM jobs.event e JOIN jobs.job j ON j.id = e.job_id WHERE j.kind = 'sub_t' AND j.payload ? 'n'),
           2::bigint, 'submit: both notify variants logged their submitted event');
+
+SELECT throws_ok($$ SELECT jobs.submit('sub_t', run_after => 'infinity') $$, '22023', NULL,
+                 'submit: run_after infinity -> 22023 (it could never run)');
+SELECT is(jobs.submit('sub_t', run_after => '-infinity')::text IS NOT NULL AND
+          (SELECT run_after FROM jobs.job WHERE kind = 'sub_t' ORDER BY id DESC LIMIT 1) = now(), true,
+          'submit: run_after in the past (even -infinity) is stored as now()');
 
 SELECT * FROM finish();
 ROLLBACK;
