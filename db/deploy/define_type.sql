@@ -21,24 +21,30 @@ DECLARE
     defined jobs.job_type;
 BEGIN
     -- Names end up in Redis keys (jobfence:{queue}:ready) and log lines: keep them plain.
+    -- Upper bounds keep now() + interval arithmetic far from timestamp overflow; a job that
+    -- needs more than a month per attempt should be split, not given a longer lease.
     problem := CASE
         WHEN kind IS NULL OR kind !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
             format('kind %s is malformed', coalesce(quote_literal(kind), 'NULL'))
         WHEN queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
             format('queue %s is malformed', coalesce(quote_literal(queue), 'NULL'))
-        WHEN lease_timeout IS NULL OR lease_timeout <= interval '0' THEN 'lease_timeout must be a positive interval'
-        WHEN timeout IS NULL OR timeout <= interval '0' THEN 'timeout must be a positive interval'
+        WHEN lease_timeout IS NULL OR lease_timeout <= interval '0' OR lease_timeout > interval '30 days' THEN
+            'lease_timeout must be a positive interval of at most 30 days'
+        WHEN timeout IS NULL OR timeout <= interval '0' OR timeout > interval '30 days' THEN
+            'timeout must be a positive interval of at most 30 days'
         WHEN max_retries IS NULL OR max_retries NOT BETWEEN 0 AND 1000 THEN 'max_retries must be between 0 and 1000'
         WHEN backoff_base IS NULL OR backoff_base <= interval '0' THEN 'backoff_base must be a positive interval'
-        WHEN backoff_max IS NULL OR backoff_max < backoff_base THEN 'backoff_max must be at least backoff_base'
+        WHEN backoff_max IS NULL OR backoff_max < backoff_base OR backoff_max > interval '30 days' THEN
+            'backoff_max must be at least backoff_base and at most 30 days'
         WHEN max_payload_bytes IS NULL OR max_payload_bytes <= 0 THEN 'max_payload_bytes must be positive'
-        WHEN slo_latency IS NULL OR slo_latency <= interval '0' THEN 'slo_latency must be a positive interval'
+        WHEN slo_latency IS NULL OR slo_latency <= interval '0' OR slo_latency > interval '30 days' THEN
+            'slo_latency must be a positive interval of at most 30 days'
         WHEN slo_target IS NULL OR slo_target <= 0 OR slo_target > 1 THEN 'slo_target must be in (0, 1]'
     END;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION 'jobs.define_type: %', problem
             USING ERRCODE = '22023',
-                  HINT = 'Names: 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit. Intervals: positive, e.g. ''30 seconds''.';
+                  HINT = 'Names: 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit. Intervals: positive and at most 30 days, e.g. ''30 seconds''.';
     END IF;
 
     INSERT INTO jobs.job_type AS t (kind, queue, lease_timeout, timeout, max_retries, backoff_base,

@@ -11,6 +11,7 @@ DECLARE
     inserted record;
     child record;
     child_count integer;
+    clash bigint;
 BEGIN
     IF children IS NULL OR jsonb_typeof(children) <> 'array' THEN
         RAISE EXCEPTION 'jobs.fan_out: children must be a JSON array of job specs'
@@ -21,6 +22,19 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Pass {"kind": "...", "payload": {...}, "idempotency_key": "..."}.';
     END IF;
     child_count := jsonb_array_length(children);
+    -- The coordinator is created first (smaller id): a child with the coordinator's
+    -- ordering_key would wait for the coordinator, which waits for the child. Forever.
+    SELECT c.ordinality - 1 INTO clash
+      FROM jsonb_array_elements(children) WITH ORDINALITY AS c
+     WHERE jsonb_typeof(c.value) = 'object' AND jsonb_typeof(then_spec -> 'ordering_key') = 'string'
+       AND c.value -> 'ordering_key' = then_spec -> 'ordering_key'
+     ORDER BY c.ordinality
+     LIMIT 1;
+    IF clash IS NOT NULL THEN
+        RAISE EXCEPTION 'jobs.fan_out: children[%] has the coordinator''s ordering_key %', clash, then_spec ->> 'ordering_key'
+            USING ERRCODE = '22023',
+                  HINT = 'The coordinator runs after its children; give them no ordering_key or another one.';
+    END IF;
 
     -- The coordinator first: its idempotency key makes the whole fan-out replay-safe, and
     -- it only becomes claimable once its last child ends, so it is not announced now

@@ -76,9 +76,9 @@ BEGIN
             RAISE EXCEPTION '%: idempotency_key must be a string or null', at_
                 USING ERRCODE = '22023', HINT = 'Use a stable business key, e.g. "invoice:42:send".';
         END IF;
-        IF idem_key = '' THEN
-            RAISE EXCEPTION '%: idempotency_key must not be empty', at_
-                USING ERRCODE = '22023', HINT = 'Pass null for no key.';
+        IF idem_key = '' OR octet_length(idem_key) > 1000 THEN
+            RAISE EXCEPTION '%: idempotency_key must be 1 to 1000 bytes long, got %', at_, octet_length(idem_key)
+                USING ERRCODE = '22023', HINT = 'Pass null for no key; hash long keys, e.g. md5(...).';
         END IF;
 
         order_key := NULL;
@@ -88,22 +88,24 @@ BEGIN
             RAISE EXCEPTION '%: ordering_key must be a string or null', at_
                 USING ERRCODE = '22023', HINT = 'Use the entity id, e.g. "account:7".';
         END IF;
-        IF order_key = '' THEN
-            RAISE EXCEPTION '%: ordering_key must not be empty', at_
-                USING ERRCODE = '22023', HINT = 'Pass null for no ordering.';
+        IF order_key = '' OR octet_length(order_key) > 1000 THEN
+            RAISE EXCEPTION '%: ordering_key must be 1 to 1000 bytes long, got %', at_, octet_length(order_key)
+                USING ERRCODE = '22023', HINT = 'Pass null for no ordering; use the entity id, e.g. "account:7".';
         END IF;
 
         due := now();
         IF jsonb_typeof(spec -> 'run_after') = 'string' THEN
             BEGIN
-                due := greatest((spec ->> 'run_after')::timestamptz, now());
-                IF NOT isfinite(due) THEN
-                    RAISE EXCEPTION USING ERRCODE = 'invalid_datetime_format';
-                END IF;
+                due := (spec ->> 'run_after')::timestamptz;
             EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value THEN
+                due := NULL;
+            END;
+            -- infinity would never come due; -infinity is merely in the past (now(), below).
+            IF due IS NULL OR due = 'infinity' THEN
                 RAISE EXCEPTION '%: run_after % is not a finite timestamp', at_, spec -> 'run_after'
                     USING ERRCODE = '22023', HINT = 'Use ISO 8601 with a zone, e.g. "2030-01-01T09:00:00Z".';
-            END;
+            END IF;
+            due := greatest(due, now());
         ELSIF coalesce(jsonb_typeof(spec -> 'run_after'), 'null') <> 'null' THEN
             RAISE EXCEPTION '%: run_after must be a timestamp string or null', at_
                 USING ERRCODE = '22023', HINT = 'Use ISO 8601 with a zone, e.g. "2030-01-01T09:00:00Z".';

@@ -13,8 +13,8 @@ DECLARE
     deleted integer;
     total bigint := 0;
 BEGIN
-    IF older_than IS NULL OR older_than < interval '0' THEN
-        RAISE EXCEPTION 'jobs.prune: older_than must be a non-negative interval'
+    IF older_than IS NULL OR older_than < interval '0' OR older_than > interval '100 years' THEN
+        RAISE EXCEPTION 'jobs.prune: older_than must be a non-negative interval of at most 100 years'
             USING ERRCODE = '22023', HINT = 'E.g. ''7 days''. Only done and failed jobs are ever deleted.';
     END IF;
     cutoff := now() - older_than;

@@ -12,8 +12,8 @@ BEGIN
         RAISE EXCEPTION 'jobs.stale_queued: queue must not be NULL'
             USING ERRCODE = '22023', HINT = 'Call it once per queue whose Redis ready list is empty.';
     END IF;
-    IF older_than IS NULL OR older_than < interval '0' THEN
-        RAISE EXCEPTION 'jobs.stale_queued: older_than must be a non-negative interval'
+    IF older_than IS NULL OR older_than < interval '0' OR older_than > interval '100 years' THEN
+        RAISE EXCEPTION 'jobs.stale_queued: older_than must be a non-negative interval of at most 100 years'
             USING ERRCODE = '22023', HINT = 'E.g. ''5 seconds'': skip jobs whose signal may still be in flight.';
     END IF;
     IF max_jobs IS NULL OR max_jobs < 1 THEN

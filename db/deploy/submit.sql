@@ -15,6 +15,11 @@ AS $$
 DECLARE
     submitted jobs.job;
 BEGIN
+    -- SQL NULL takes the default {}; a JSON null is a value, and not an object.
+    IF jsonb_typeof(payload) = 'null' THEN
+        RAISE EXCEPTION 'jobs.submit: payload must be a JSON object, got null'
+            USING ERRCODE = '22023', HINT = 'Pass ''{}'' (or omit it) for no payload.';
+    END IF;
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
     SELECT (r.job).* INTO submitted
       FROM jobs.insert_jobs(

@@ -1,7 +1,7 @@
 -- jobs.define_type: defaults, upsert replacing the whole definition, validation (22023, nothing
 -- changed), and a changed definition applying to new jobs only (DESIGN §3, decisions "Names").
 BEGIN;
-SELECT plan(44);
+SELECT plan(49);
 
 CREATE TEMP VIEW dt AS
 SELECT kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes,
@@ -101,6 +101,17 @@ SELECT throws_ok($$ SELECT jobs.submit('dt_job', '{"n": 123}') $$, 'JB004', NULL
 SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'dt_job'), 2::bigint, 'define_type: the rejected submit inserted nothing');
 SELECT is((SELECT count(*) FROM jobs.job_type WHERE kind LIKE 'dt\_%'), 4::bigint,
           'define_type: repeated upserts left exactly the four dt_ kinds (dt_a, dt_b, dt_c, dt_job)');
+
+SELECT throws_ok($$ SELECT jobs.define_type('dt_bounds', timeout => '1000000 years') $$, '22023', NULL,
+                 'define_type: timeout over 30 days -> 22023 (now() + timeout must never overflow)');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_bounds', lease_timeout => '31 days') $$, '22023', NULL,
+                 'define_type: lease_timeout over 30 days -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_bounds', backoff_base => '1 day', backoff_max => '1000 days') $$, '22023', NULL,
+                 'define_type: backoff_max over 30 days -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_bounds', slo_latency => '31 days') $$, '22023', NULL,
+                 'define_type: slo_latency over 30 days -> 22023');
+SELECT is((SELECT count(*) FROM jobs.job_type WHERE kind = 'dt_bounds'), 0::bigint,
+          'define_type: rejected bounds declare nothing');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- replay-safe through then_spec's idempotency_key; replaying a child re-blocks a coordinator
 -- that has not run (DESIGN §4, decisions "Ordering keys and fan-in").
 BEGIN;
-SELECT plan(52);
+SELECT plan(55);
 
 SELECT jobs.define_type('fo_child', queue => 'fo_cq', max_retries => 1);
 SELECT jobs.define_type('fo_then', queue => 'fo_q');
@@ -164,6 +164,17 @@ SELECT is_empty($$ SELECT * FROM jobs.claim((SELECT id FROM coord3), 'w') $$,
 SELECT is((pg_temp.run_done((SELECT id FROM kids3 WHERE n = 2))).wake, ARRAY[(SELECT id FROM coord3)],
           'fan_out: the replayed child ending wakes the coordinator again');
 SELECT is((SELECT count(*) FROM jobs.claim((SELECT id FROM coord3), 'w')), 1::bigint, 'fan_out: ... which is then claimable');
+
+SELECT jobs.define_type('fo_clash');
+SELECT throws_ok($$ SELECT jobs.fan_out('[{"kind": "fo_clash"}, {"kind": "fo_clash", "ordering_key": "same"}]',
+                                        '{"kind": "fo_clash", "ordering_key": "same"}') $$,
+                 '22023', 'jobs.fan_out: children[1] has the coordinator''s ordering_key same',
+                 'fan_out: a child with the coordinator''s ordering_key -> 22023 (they would wait on each other forever)');
+SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'fo_clash'), 0::bigint,
+          'fan_out: the rejected fan-out created nothing');
+SELECT lives_ok($$ SELECT jobs.fan_out('[{"kind": "fo_clash", "ordering_key": "other"}]',
+                                       '{"kind": "fo_clash", "ordering_key": "same"}') $$,
+                'fan_out: children with another ordering_key than the coordinator are fine');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- their events; a child is kept while its coordinator is kept; returns the count (DESIGN §4,
 -- decisions "Ordering keys and fan-in").
 BEGIN;
-SELECT plan(25);
+SELECT plan(26);
 
 SELECT jobs.define_type('pr_t');
 CREATE FUNCTION pg_temp.run_done(job bigint) RETURNS jobs.outcome LANGUAGE plpgsql AS $$
@@ -107,6 +107,9 @@ SELECT pg_temp.age('a', '1 day');
 SELECT is(jobs.prune('1 hour'), 2::bigint, 'prune: coordinator a finished a day ago -> it and its 8-day-old child are deleted');
 SELECT is((SELECT (status, parent_id)::text FROM jobs.job WHERE parent_id IS NULL AND id IN (SELECT id FROM jobs.job WHERE kind = 'pr_t' AND status = 'done')),
           '(done,)', 'prune: the child finished just now is kept, detached from its deleted coordinator');
+
+SELECT throws_ok($$ SELECT jobs.prune('1000000 years') $$, '22023', NULL,
+                 'prune: older_than over 100 years -> 22023, not a timestamp overflow');
 
 SELECT * FROM finish();
 ROLLBACK;

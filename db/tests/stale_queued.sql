@@ -1,7 +1,7 @@
 -- jobs.stale_queued: claimable jobs of one queue whose updated_at is older than older_than,
 -- oldest id first, at most max_jobs; read-only (DESIGN §4, §6 reaper).
 BEGIN;
-SELECT plan(22);
+SELECT plan(23);
 
 SELECT jobs.define_type('st_t', queue => 'st_q');
 SELECT jobs.define_type('st_o', queue => 'st_other');
@@ -84,6 +84,9 @@ SELECT throws_ok($$ SELECT * FROM jobs.stale_queued('st_q', NULL) $$, '22023', N
 SELECT throws_ok($$ SELECT * FROM jobs.stale_queued('st_q', '5 seconds', 0) $$, '22023', NULL, 'stale_queued: max_jobs 0 -> 22023');
 SELECT is((SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) FROM jobs.job AS j), (SELECT h FROM snap2),
           'stale_queued: rejected calls changed nothing');
+
+SELECT throws_ok($$ SELECT * FROM jobs.stale_queued('default', '1000000 years') $$, '22023', NULL,
+                 'stale_queued: older_than over 100 years -> 22023, not a timestamp overflow');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 -- jobs.submit: (new) -> queued, event 'submitted', JB005, JB004 at octet_length(payload::text),
 -- 22023 for bad input, idempotency keys per kind, run_after, notify (DESIGN §2-§5).
 BEGIN;
-SELECT plan(58);
+SELECT plan(64);
 
 SELECT jobs.define_type('sub_t', queue => 'sub_q', max_retries => 4, lease_timeout => '7 seconds', timeout => '70 seconds');
 SELECT jobs.define_type('sub_u');
@@ -132,6 +132,20 @@ SELECT throws_ok($$ SELECT jobs.submit('sub_t', run_after => 'infinity') $$, '22
 SELECT is(jobs.submit('sub_t', run_after => '-infinity')::text IS NOT NULL AND
           (SELECT run_after FROM jobs.job WHERE kind = 'sub_t' ORDER BY id DESC LIMIT 1) = now(), true,
           'submit: run_after in the past (even -infinity) is stored as now()');
+
+SELECT jobs.define_type('sub_bounds');
+SELECT throws_ok($$ SELECT jobs.submit('sub_bounds', '{}', idempotency_key => repeat('k', 1001)) $$, '22023', NULL,
+                 'submit: idempotency_key over 1000 bytes -> 22023 (not an index-size error)');
+SELECT throws_ok($$ SELECT jobs.submit('sub_bounds', '{}', ordering_key => repeat('k', 1001)) $$, '22023', NULL,
+                 'submit: ordering_key over 1000 bytes -> 22023');
+SELECT lives_ok($$ SELECT jobs.submit('sub_bounds', '{}', idempotency_key => repeat('k', 1000)) $$,
+                'submit: idempotency_key of exactly 1000 bytes is accepted');
+SELECT throws_ok($$ SELECT jobs.submit('sub_bounds', 'null') $$, '22023', NULL,
+                 'submit: JSON null payload -> 22023 (SQL NULL means the default {})');
+SELECT is((SELECT payload FROM jobs.submit('sub_bounds', NULL)), '{}'::jsonb,
+          'submit: SQL NULL payload -> {}');
+SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'sub_bounds'), 2::bigint,
+          'submit: the rejected calls inserted nothing');
 
 SELECT * FROM finish();
 ROLLBACK;
