@@ -61,6 +61,23 @@ def _json_out(data: Any) -> None:
     click.echo(json.dumps(data, default=_json_default))
 
 
+def _tag(exc: JobfenceError) -> str:
+    return f"{exc} [{exc.sqlstate} {exc.name}]" if exc.sqlstate else str(exc)
+
+
+def _server_error(exc: psycopg.Error) -> str:
+    """A server error's message, HINT and [SQLSTATE name], without the traceback."""
+    diag = exc.diag
+    text = diag.message_primary or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if diag.message_detail:
+        text += f" ({diag.message_detail})"
+    if diag.message_hint:
+        text += f" (HINT: {diag.message_hint})"
+    if exc.sqlstate:
+        text += f" [{exc.sqlstate} {type(exc).__name__}]"
+    return text
+
+
 def _errors(fn):
     """Map library errors to documented exit codes, one place for every command."""
     import functools
@@ -70,18 +87,78 @@ def _errors(fn):
         try:
             return fn(*args, **kwargs)
         except JobNotFound as exc:
-            raise Fail(f"not found: {exc}", EXIT_NOT_FOUND) from None
+            raise Fail(f"not found: {_tag(exc)}", EXIT_NOT_FOUND) from None
         except IllegalTransition as exc:
-            raise Fail(f"refused: {exc}", EXIT_REFUSED) from None
+            raise Fail(f"refused: {_tag(exc)}", EXIT_REFUSED) from None
         except (InvalidParameter, PayloadTooLarge, UnknownKind) as exc:
-            raise Fail(f"invalid: {exc} [{exc.sqlstate} {exc.name}]", EXIT_INVALID) from None
+            raise Fail(f"invalid: {_tag(exc)}", EXIT_INVALID) from None
         except JobfenceError as exc:
-            raise Fail(str(exc), EXIT_ERROR) from None
+            raise Fail(_tag(exc), EXIT_ERROR) from None
         except psycopg.OperationalError as exc:
             raise Fail(f"PostgreSQL unavailable: {exc}".strip(), EXIT_UNAVAILABLE) from None
+        except psycopg.DataError as exc:
+            # SQLSTATE class 22 (data exception): the input cannot be stored or computed,
+            # e.g. 22P05 for a \u0000 the server cannot convert, 22008 for a date overflow.
+            raise Fail(f"invalid: {_server_error(exc)}", EXIT_INVALID) from None
+        except psycopg.Error as exc:
+            raise Fail(f"database error: {_server_error(exc)}", EXIT_ERROR) from None
         except redis.ConnectionError as exc:
             raise Fail(f"Redis unavailable: {exc}", EXIT_UNAVAILABLE) from None
     return wrapper
+
+
+class JobId(click.ParamType):
+    """A job id: a positive 64-bit integer (PostgreSQL bigint identity)."""
+
+    name = "ID"
+    MAX = 2**63 - 1
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip()
+            if text.startswith("--"):
+                self.fail(f"no such option: {text}", param, ctx)
+            try:
+                number = int(text, 10)
+            except ValueError:
+                self.fail(f"{text!r} is not a job id: ids are positive 64-bit integers "
+                          f"(1..{self.MAX})", param, ctx)
+        if not 1 <= number <= self.MAX:
+            self.fail(f"{value} is not a job id: ids are positive 64-bit integers "
+                      f"(1..{self.MAX})", param, ctx)
+        return number
+
+
+JOB_ID = JobId()
+# "-1" must reach JobId (and be refused as an id) rather than be parsed as an option.
+ID_COMMAND = {"ignore_unknown_options": True}
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds (nan, inf and negative durations are refused)."""
+
+    name = "SECONDS"
+
+    def __init__(self, positive: bool = False):
+        self.positive = positive
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if number != number or number < 0 or number > 10 * 365 * 86400 \
+                or (self.positive and number == 0):
+            self.fail(f"{value!r} must be a finite number of seconds, "
+                      f"{'above' if self.positive else 'at least'} 0 and at most 10 years",
+                      param, ctx)
+        return number
+
+
+SECONDS = Seconds()
+POSITIVE_SECONDS = Seconds(positive=True)
 
 
 def _client(ctx: click.Context):
@@ -121,7 +198,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 @click.option("--log-format", type=click.Choice(["text", "json"]), envvar="JOBFENCE_LOG_FORMAT",
               default="text", show_default=True, help="Log lines on stderr [env JOBFENCE_LOG_FORMAT].")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
-              case_sensitive=False), envvar="JOBFENCE_LOG_LEVEL", default="INFO", show_default=True)
+              case_sensitive=False), envvar="JOBFENCE_LOG_LEVEL", default="INFO", show_default=True,
+              help="Lowest level logged on stderr [env JOBFENCE_LOG_LEVEL].")
 @click.version_option(__version__, prog_name="jobfence")
 @click.pass_context
 def main(ctx: click.Context, database_url: str, redis_url: str, log_format: str, log_level: str):
@@ -145,9 +223,9 @@ def _setup_logging(ctx: click.Context, role: str, **static) -> None:
 @click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable) "
               "[default: the queues of the app's kinds].")
 @click.option("--name", default=None, help="Worker id written to owned_by [default: host:pid].")
-@click.option("--grace", default=30.0, show_default=True, type=float,
+@click.option("--grace", default=30.0, show_default=True, type=SECONDS,
               help="Seconds in-flight jobs get to finish after SIGTERM/SIGINT.")
-@click.option("--pop-timeout", default=1.0, show_default=True, type=float,
+@click.option("--pop-timeout", default=1.0, show_default=True, type=POSITIVE_SECONDS,
               help="Seconds a blocking pop waits (bounds shutdown latency).")
 @click.option("--no-declare", is_flag=True, help="Do not call jobs.define_type at start.")
 @click.pass_context
@@ -179,8 +257,8 @@ def _serve(component) -> None:
 
 
 @main.command()
-@click.option("--interval", default=5.0, show_default=True, type=float, help="Seconds between ticks.")
-@click.option("--stale-after", default=5.0, show_default=True, type=float,
+@click.option("--interval", default=5.0, show_default=True, type=POSITIVE_SECONDS, help="Seconds between ticks.")
+@click.option("--stale-after", default=5.0, show_default=True, type=SECONDS,
               help="Re-push claimable jobs untouched this long when their ready list is empty.")
 @click.option("--queue", "queues", multiple=True, help="Queue to watch (repeatable).")
 @click.option("--app", "app_ref", default=None, help="Also watch the queues of this App.")
@@ -197,9 +275,9 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch):
 
 
 @main.command()
-@click.option("--poll-interval", default=5.0, show_default=True, type=float,
+@click.option("--poll-interval", default=5.0, show_default=True, type=POSITIVE_SECONDS,
               help="Seconds between polls while the LISTEN connection is down.")
-@click.option("--stale-after", default=5.0, show_default=True, type=float)
+@click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
 @click.option("--queue", "queues", multiple=True, help="Queue to poll (repeatable).")
 @click.option("--app", "app_ref", default=None, help="Also poll the queues of this App.")
 @click.pass_context
@@ -218,9 +296,9 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref):
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
 @click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--batch", type=click.IntRange(1, 10000), default=None)
-@click.option("--reaper-interval", default=5.0, show_default=True, type=float)
-@click.option("--stale-after", default=5.0, show_default=True, type=float)
-@click.option("--grace", default=30.0, show_default=True, type=float)
+@click.option("--reaper-interval", default=5.0, show_default=True, type=POSITIVE_SECONDS)
+@click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
+@click.option("--grace", default=30.0, show_default=True, type=SECONDS)
 @click.option("--queue", "queues", multiple=True)
 @click.pass_context
 def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after, grace, queues):
@@ -243,23 +321,54 @@ def _parse_payload(raw: str | None) -> Any:
     if raw is None:
         return {}
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    if value is None:
+        # The library reads payload=None as "no payload" ({}); a JSON null typed on the
+        # command line is a mistake, refused like the server refuses it.
+        raise Fail("invalid: --payload null is not a JSON object; omit --payload (or pass "
+                   "'{}') for no payload", EXIT_INVALID)
+    if _has_nul(value):
+        raise click.BadParameter("JSON text may not contain \\u0000 (PostgreSQL jsonb cannot "
+                                 "store it)", param_hint="--payload")
+    return value
+
+
+def _has_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _parse_when(raw: str | None) -> datetime | None:
     if raw is None:
         return None
+    hint = "--run-after"
     try:
-        return datetime.now(timezone.utc) + timedelta(seconds=float(raw))
+        seconds = float(raw)
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        try:
+            return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+        except (OverflowError, ValueError):
+            raise click.BadParameter(f"{raw} seconds from now is not a representable time "
+                                     "(years 1 to 9999)", param_hint=hint) from None
     try:
         when = datetime.fromisoformat(raw)
     except ValueError:
         raise click.BadParameter("seconds from now or an ISO 8601 timestamp",
-                                 param_hint="--run-after") from None
+                                 param_hint=hint) from None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
@@ -293,7 +402,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 @click.option("--count", default=1, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Submit this many copies (one submit_many per 1000).")
 @click.option("--wait", is_flag=True, help="Wait until the job(s) are terminal.")
-@click.option("--timeout", default=60.0, show_default=True, type=float, help="For --wait.")
+@click.option("--timeout", default=60.0, show_default=True, type=SECONDS, help="For --wait.")
 @json_option
 @click.pass_context
 @_errors
@@ -373,8 +482,8 @@ def _progress(client, ids: list[int], timeout: float, *, quiet: bool = False,
         time.sleep(interval)
 
 
-@main.command()
-@click.argument("job_id", type=int)
+@main.command(context_settings=ID_COMMAND)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--events/--no-events", default=True, show_default=True, help="Show its history.")
 @json_option
 @click.pass_context
@@ -392,11 +501,15 @@ def status(ctx, job_id, events, as_json):
                                                          "error")} for e in history]
         _json_out(out)
         return
-    fields = ["id", "kind", "queue", "status", "retries", "lease_version", "owned_by", "payload",
+    fields = ["id", "kind", "queue", "status", "attempts", "lease_version", "owned_by", "payload",
               "result", "error", "created_at", "claimed_at", "finished_at", "run_after",
               "idempotency_key", "ordering_key", "parent_id", "pending_children"]
     data = _job_dict(job)
-    data["retries"] = f"{job.retry_count} of {job.max_retries}"
+    # retry_count counts failed attempts (replay resets it); the running or successful
+    # attempt counts too. The old "retries 4 of 3" read as a contradiction.
+    attempts = job.retry_count + (1 if job.status in ("processing", "done") else 0)
+    data["attempts"] = (f"{attempts} ({job.retry_count} failed, max retries {job.max_retries}, "
+                        f"so at most {job.max_retries + 1})")
     width = max(len(f) for f in fields)
     for f in fields:
         if f in data and (data[f] is not None or f in ("result", "error")):
@@ -408,8 +521,8 @@ def status(ctx, job_id, events, as_json):
                             e.reason, e.error] for e in history]))
 
 
-@main.command()
-@click.argument("job_id", type=int)
+@main.command(context_settings=ID_COMMAND)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--reason", default="cancelled", show_default=True)
 @json_option
 @click.pass_context
@@ -430,8 +543,8 @@ def cancel(ctx, job_id, reason, as_json):
         sys.exit(EXIT_REFUSED)
 
 
-@main.command()
-@click.argument("job_id", type=int)
+@main.command(context_settings=ID_COMMAND)
+@click.argument("job_id", type=JOB_ID)
 @json_option
 @click.pass_context
 @_errors
@@ -453,7 +566,7 @@ def replay(ctx, job_id, as_json):
 @click.option("--jobs", "total", default=3000, show_default=True, type=click.IntRange(1, 1_000_000))
 @click.option("--crash", default=1, show_default=True, type=click.IntRange(0, 100),
               help="Jobs of kind crash (each kills its worker once; run restarts it).")
-@click.option("--timeout", default=300.0, show_default=True, type=float)
+@click.option("--timeout", default=300.0, show_default=True, type=SECONDS)
 @click.option("--seed", default=None, type=int)
 @json_option
 @click.pass_context

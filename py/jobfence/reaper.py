@@ -58,6 +58,10 @@ class Reaper:
                            f"tick cut short; next try in {self.interval}s", error=str(exc))
             except JobfenceError as exc:
                 jlog.event(logger, logging.ERROR, "tick_failed", str(exc), sqlstate=exc.sqlstate)
+            except psycopg.Error as exc:
+                # An unexpected server error in one sweep must not stop the repairs: Postgres
+                # still holds every job, and the next tick tries again.
+                jlog.event(logger, logging.ERROR, "tick_failed", str(exc), sqlstate=exc.sqlstate)
             self._stop.wait(self.interval)
         jlog.event(logger, logging.INFO, "reaper_stopped", "reaper stopped")
         self.db.close()

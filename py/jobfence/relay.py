@@ -131,5 +131,7 @@ class Relay:
     def _poll_quietly(self) -> None:
         try:
             self.catch_up()
-        except (psycopg.Error, redis.RedisError):
-            pass  # both sides may be down; the next poll tries again
+        except (psycopg.Error, redis.RedisError) as exc:
+            # Both sides may be down; the next poll tries again.
+            jlog.event(logger, logging.WARNING, "poll_failed", "catch-up poll failed; retrying",
+                       error=str(exc))

@@ -28,8 +28,8 @@ def _die_with_parent() -> None:
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    except OSError as exc:
+        logger.debug("parent-death signal unavailable (%s); children outlive a killed supervisor", exc)
 
 
 @dataclass

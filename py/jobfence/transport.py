@@ -3,11 +3,34 @@ PostgreSQL can rebuild it (the reaper re-pushes claimable jobs when a ready list
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections import defaultdict
 from typing import Iterable, Sequence
 
 import redis
+
+from . import log as jlog
+
+logger = logging.getLogger("jobfence.transport")
+
+# Job ids are PostgreSQL bigint identities: 1 .. 2^63-1, written by str(int).
+MAX_JOB_ID = 2**63 - 1
+_ID = re.compile(rb"[1-9][0-9]{0,18}")
+
+
+def parse_job_id(raw: bytes | str | int) -> int | None:
+    """The job id a ready-list entry names, or None for anything that is not a positive
+    64-bit integer in canonical decimal form (junk must never reach jobs.claim_many)."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw if 1 <= raw <= MAX_JOB_ID else None
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "replace")
+    if not isinstance(raw, bytes) or not _ID.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if value <= MAX_JOB_ID else None
 
 # The ready list is a FIFO: producers LPUSH, workers pop from the right.
 # Moving due ids must be atomic so that several reapers (and workers) never move one twice.
@@ -93,13 +116,20 @@ class Transport:
         found = self.redis.blmpop(timeout, len(keys), *keys, direction="RIGHT", count=count)
         if not found:
             return []
-        _key, ids = found
-        out = []
+        key, ids = found
+        out, junk = [], []
         for raw in ids:
-            try:
-                out.append(int(raw))
-            except (TypeError, ValueError):
-                continue  # garbage in a ready list is not a job: dropping it loses nothing
+            job_id = parse_job_id(raw)
+            if job_id is None:
+                junk.append(raw)  # not a job: dropping it loses nothing
+            else:
+                out.append(job_id)
+        if junk:
+            key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+            jlog.event(logger, logging.WARNING, "junk_signals_dropped",
+                       "discarded ready-list entries that are not job ids (positive 64-bit "
+                       "integers)", key=key, count=len(junk),
+                       sample=[repr(j)[:40] for j in junk[:5]])
         return out
 
     def move_due(self, queue: str, limit: int = 1000) -> int:

@@ -96,6 +96,8 @@ class Worker:
         self._threads_stop = threading.Event()
         self._completions: queue_mod.Queue = queue_mod.Queue()
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobfence-handler")
+        # Paces the pop loop after claims that failed for reasons other than a lost server.
+        self._claim_backoff = Backoff(first=0.5, cap=5.0)
         self.stats = {"claimed": 0, "completed": 0, "retried": 0, "failed": 0, "lost": 0}
         self._stats_lock = threading.Lock()
 
@@ -204,14 +206,28 @@ class Worker:
                             f"cannot pop; retrying in {delay:.1f}s", error=str(exc))
                 self._stop.wait(delay)
                 continue
-            if ids:
+            if not ids:
+                continue
+            try:
                 self._claim_and_start(list(dict.fromkeys(ids)))
+            except Exception as exc:  # noqa: BLE001 - a crash loop would stall every queue
+                # Last line of defence: the popped ids are only signals. PostgreSQL still
+                # holds the jobs and the reaper re-pushes them; keep serving the rest.
+                delay = self._claim_backoff.next()
+                logger.error("unexpected error after a pop; signals dropped, retrying in "
+                             f"{delay:.1f}s", exc_info=True,
+                             extra={"event": "worker_error",
+                                    "fields": {"worker": self.name, "job_ids": ids[:20],
+                                               "error": f"{type(exc).__name__}: {exc}"}})
+                self._stop.wait(delay)
 
     def _claim_and_start(self, ids: list[int]) -> None:
         backoff = Backoff()
+        pause = 0.0
         while True:
             try:
                 leases = self.db.claim_many(ids, self.name)
+                self._claim_backoff.reset()
                 break
             except psycopg.OperationalError as exc:
                 if self._stop.is_set():
@@ -222,9 +238,48 @@ class Worker:
                             f"claim failed; retrying in {delay:.1f}s", error=str(exc),
                             job_ids=ids[:20])
                 self._stop.wait(delay)
+            except (psycopg.Error, JobfenceError) as exc:
+                leases, pause = self._claim_isolating(ids, exc)
+                break
         for lease in leases:
             self._count("claimed")
             self._start(lease)
+        if pause:
+            # After starting what was claimed: its lease clock is already running.
+            self._stop.wait(pause)
+
+    def _claim_isolating(self, ids: list[int], exc: Exception) -> tuple[list[Lease], float]:
+        """claim_many raised a server error that retrying will not cure (e.g. 22008 from a
+        job whose intervals overflow a timestamp). Claim the ids one at a time so one bad
+        job does not take its batch-mates down with it, drop the signals of those that
+        still fail (PostgreSQL keeps the jobs; the reaper's stale re-push brings them back),
+        and back off briefly (the returned pause) so a poison job cannot become a hot loop."""
+        self._event(logging.ERROR, "claim_failed",
+                    f"claim_many failed for {len(ids)} id(s): {_describe(exc)}",
+                    sqlstate=_sqlstate(exc), error=str(exc).strip()[:2000], job_ids=ids[:50])
+        leases: list[Lease] = []
+        dropped: dict[int, str | None] = {}
+        if len(ids) > 1:
+            for pos, job_id in enumerate(ids):
+                try:
+                    leases += self.db.claim_many([job_id], self.name)
+                except psycopg.OperationalError:
+                    dropped.update((i, None) for i in ids[pos:])  # server away: reaper re-pushes
+                    break
+                except (psycopg.Error, JobfenceError) as single:
+                    dropped[job_id] = _sqlstate(single)
+        else:
+            dropped = {ids[0]: _sqlstate(exc)}
+        if dropped:
+            delay = self._claim_backoff.next()
+            self._event(logging.ERROR, "signals_dropped",
+                        f"dropped the signals of {len(dropped)} job(s) that cannot be claimed; "
+                        f"they stay in PostgreSQL and the reaper re-pushes them; pausing "
+                        f"{delay:.1f}s", job_ids=list(dropped)[:50],
+                        sqlstates=sorted({s for s in dropped.values() if s}) or None)
+            return leases, delay
+        self._claim_backoff.reset()
+        return leases, 0.0
 
     def _start(self, lease: Lease) -> None:
         task = self.app.tasks.get(lease.kind)
@@ -393,8 +448,10 @@ class Worker:
             try:
                 job = self.db.get(woken)
                 signals.append((job.id, job.queue, job.run_after))
-            except (JobfenceError, psycopg.OperationalError):
-                pass  # the reaper's stale_queued sweep signals it later
+            except (JobfenceError, psycopg.OperationalError) as exc:
+                self._event(logging.WARNING, "wake_lookup_failed",
+                            "could not look up a woken job; the reaper's sweep signals it later",
+                            woken=woken, error=str(exc), **self._fields(lease))
         if signals:
             try:
                 self.transport.push(signals)
@@ -493,6 +550,16 @@ class Worker:
     def _event(self, level: int, name: str, msg: str, **fields: Any) -> None:
         fields.setdefault("worker", self.name)
         jlog.event(logger, level, name, msg, **fields)
+
+
+def _sqlstate(exc: Exception) -> str | None:
+    return getattr(exc, "sqlstate", None)
+
+
+def _describe(exc: Exception) -> str:
+    diag = getattr(exc, "diag", None)
+    text = (getattr(diag, "message_primary", None) if diag else None) or str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
 class _LostAtComplete(Exception):

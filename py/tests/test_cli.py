@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
 from conftest import REPO
@@ -118,3 +119,87 @@ def test_run_starts_the_stack_processes_jobs_and_stops_on_sigterm(declared, redi
         if run.poll() is None:
             run.kill()
         log.close()
+
+
+BAD_IDS = ["-1", "0", "99999999999999999999999", "9223372036854775808", "abc", "1.5"]
+
+
+@pytest.mark.parametrize("command", ["status", "cancel", "replay"])
+def test_job_ids_must_be_positive_int64(cli, command):
+    for bad in BAD_IDS:
+        out = cli(command, bad)
+        assert out.returncode == 2, (bad, out.stderr)
+        assert "positive 64-bit integers" in out.stderr, (bad, out.stderr)
+        assert "Traceback" not in out.stderr and "42883" not in out.stderr
+    # The largest bigint is a valid id, just not an existing one.
+    top = cli(command, str(2**63 - 1))
+    assert top.returncode == 3, top.stderr
+    assert "[JB002 job_not_found]" in top.stderr and "Traceback" not in top.stderr
+
+
+def test_bad_submit_input_is_a_clean_error(cli):
+    for args, code in [(["--run-after", "1e30"], 2), (["--run-after", "-1e30"], 2),
+                       (["--run-after", "nan"], 2), (["--run-after", "soon"], 2),
+                       (["--payload", '{"a": "\\u0000"}'], 2), (["--payload", '{"\\u0000": 1}'], 2),
+                       (["--payload", "null"], 5), (["--wait", "--timeout", "nan"], 2),
+                       (["--wait", "--timeout", "-1"], 2)]:
+        out = cli("submit", "noop", *args)
+        assert out.returncode == code, (args, out.stderr)
+        assert out.stderr.startswith(("Usage:", "Error:")), (args, out.stderr)
+        assert "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_not_found_errors_carry_their_sqlstate(cli):
+    for command in ("status", "cancel", "replay"):
+        out = cli(command, "999999")
+        assert out.returncode == 3
+        assert out.stderr.rstrip().endswith("[JB002 job_not_found]"), out.stderr
+
+
+def test_status_shows_attempts_unambiguously(cli, client):
+    client.db.define_type("one_shot", lease_timeout=2.0, timeout=30.0, max_retries=0)
+    job_id = client.submit("one_shot")
+    (lease,) = client.db.claim_many([job_id], "t")
+    assert client.db.fail(job_id, "t", lease.lease_version, "boom").status == "failed"
+    out = cli("status", str(job_id), "--no-events")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^attempts\s+1 \(1 failed, max retries 0, so at most 1\)$", out.stdout,
+                     re.M), out.stdout
+    assert "retries 1 of 0" not in out.stdout
+
+
+def test_help_names_every_documented_environment_variable(cli):
+    doc = (REPO / "docs" / "cli.md").read_text()
+    table = doc.split("## Global options and environment", 1)[1].split("\n\n", 2)[1]
+    documented = set(re.findall(r"`(JOBFENCE_[A-Z_]+)`", table))
+    assert "JOBFENCE_LOG_LEVEL" in documented
+    out = cli("--help")
+    assert out.returncode == 0
+    help_text = re.sub(r"\s+", " ", out.stdout)
+    for name in sorted(documented):
+        assert name in help_text, name
+
+
+def test_documented_unknown_kind_error_is_the_real_output(cli):
+    out = cli("submit", "nosuchkind")
+    assert out.returncode == 5
+    doc = (REPO / "docs" / "cli.md").read_text()
+    block = doc.split("$ jobfence submit nosuchkind\n", 1)[1].split("\n", 1)[0]
+    shown = block.split("     # exit")[0].rstrip()
+    assert shown == out.stderr.strip()
+    assert "# exit 5" in block
+
+
+def test_invalid_parameter_prints_the_server_message_and_hint(cli, declared):
+    # A JSON array payload is refused by jobs.submit with 22023 (independent of newer checks).
+    with psycopg.connect(declared, autocommit=True) as c:
+        with pytest.raises(psycopg.Error) as caught:
+            c.execute("SELECT jobs.submit(kind => 'noop', payload => '[1, 2]'::jsonb)")
+    diag = caught.value.diag
+    assert caught.value.sqlstate == "22023"
+    out = cli("submit", "noop", "--payload", "[1, 2]")
+    assert out.returncode == 5
+    expected = f"invalid: {diag.message_primary}"
+    if diag.message_hint:
+        expected += f" (HINT: {diag.message_hint})"
+    assert f"Error: {expected} [22023 invalid_parameter_value]" in out.stderr, out.stderr

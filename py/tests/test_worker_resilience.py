@@ -1,0 +1,87 @@
+"""A worker must never crash-loop on what it pops: junk in a ready list, or a server error
+that one batch provokes at claim time. Either would stall every queue it serves."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import redis as redis_lib
+
+from jobfence.transport import MAX_JOB_ID, parse_job_id, ready_key
+
+JUNK = [b"99999999999999999999", str(MAX_JOB_ID + 1).encode(), b"0", b"-5", b"abc", b"1.5",
+        b" 7", b"+7", b"007", b""]
+
+
+def test_parse_job_id_accepts_only_positive_int64():
+    assert parse_job_id(b"1") == 1
+    assert parse_job_id(str(MAX_JOB_ID).encode()) == MAX_JOB_ID
+    assert parse_job_id("42") == 42
+    for raw in JUNK:
+        assert parse_job_id(raw) is None, raw
+
+
+def test_worker_discards_junk_signals_and_keeps_working(procs, client):
+    r = redis_lib.Redis.from_url(procs.redis_url)
+    try:
+        # RPUSH: the worker pops from the right, so the junk comes out first.
+        r.rpush(ready_key("default"), *JUNK)
+    finally:
+        r.close()
+    w = procs.worker("w1", "--concurrency", "16")
+    dropped = w.wait_for("junk_signals_dropped")
+    assert sum(e["count"] for e in w.find("junk_signals_dropped")) == len(JUNK)
+    assert dropped[0]["level"] == "warning"
+    job_id = client.submit("noop", {"after": "junk"})
+    assert client.wait(job_id, timeout=15).status == "done"
+    assert w.alive()
+    assert not w.find("claim_failed")
+
+
+@pytest.fixture
+def poison_trigger(declared):
+    """Make claiming any job whose payload has a "poison" key fail with SQLSTATE 22008 (as a
+    kind with absurd intervals once did), whatever limits define_type enforces today."""
+    with psycopg.connect(declared, autocommit=True) as c:
+        c.execute("""
+            CREATE OR REPLACE FUNCTION public.jobfence_test_poison() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'timestamp out of range (test poison)' USING ERRCODE = '22008';
+            END $$""")
+        c.execute("""
+            CREATE TRIGGER jobfence_test_poison BEFORE UPDATE ON jobs.job FOR EACH ROW
+            WHEN (NEW.status = 'processing' AND NEW.payload ? 'poison')
+            EXECUTE FUNCTION public.jobfence_test_poison()""")
+    try:
+        yield
+    finally:
+        with psycopg.connect(declared, autocommit=True) as c:
+            c.execute("DROP TRIGGER IF EXISTS jobfence_test_poison ON jobs.job")
+            c.execute("DROP FUNCTION IF EXISTS public.jobfence_test_poison()")
+
+
+def test_claim_error_drops_only_the_poison_signal_and_the_worker_keeps_serving(
+        procs, client, poison_trigger, declared):
+    good = [client.submit("noop", {"n": n}) for n in range(3)]
+    poison = client.submit("noop", {"poison": True})
+    more = [client.submit("noop", {"n": n}) for n in range(3, 5)]
+    # One pop takes all six ids: the batch's claim_many fails with 22008.
+    w = procs.worker("w1", "--concurrency", "16")
+    failed = w.wait_for("claim_failed")[0]
+    assert failed["level"] == "error" and failed["sqlstate"] == "22008"
+    assert poison in failed["job_ids"]
+    dropped = w.wait_for("signals_dropped")[0]
+    assert dropped["job_ids"] == [poison] and dropped["sqlstates"] == ["22008"]
+    # Its batch-mates were claimed one by one, and later work still flows.
+    for job_id in good + more + [client.submit("noop", {"n": "later"})]:
+        assert client.wait(job_id, timeout=15).status == "done"
+    assert w.alive()
+    # The poison job was never lost: PostgreSQL still holds it, queued.
+    assert client.get(poison).status == "queued"
+    # Once the cause is gone, the reaper's stale re-push brings it back.
+    with psycopg.connect(declared, autocommit=True) as c:
+        c.execute("DROP TRIGGER jobfence_test_poison ON jobs.job")
+    procs.reaper()
+    assert client.wait(poison, timeout=20).status == "done"
+    assert w.alive()
