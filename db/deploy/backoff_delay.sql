@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION jobs.backoff_delay(retry_count integer, base interval
 RETURNS interval
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     -- In float seconds: a large base times 2^k would overflow interval arithmetic before
     -- least() could cap it. The exponent is capped for the same reason.

@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION jobs.cancel(job_id bigint, reason text DEFAULT 'cance
 RETURNS jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION jobs.check_worker(caller text, worker text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF worker IS NULL OR btrim(worker) = '' THEN

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION jobs.children(job_id bigint)
 RETURNS SETOF jobs.job
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT c.* FROM jobs.job AS c WHERE c.parent_id = children.job_id ORDER BY c.id
 $$;

@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION jobs.claim_many(job_ids bigint[], worker text)
 RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION jobs.complete(job_id bigint, worker text, lease_versi
 RETURNS jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

@@ -15,6 +15,7 @@ CREATE OR REPLACE FUNCTION jobs.define_type(
 RETURNS jobs.job_type
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     problem text;

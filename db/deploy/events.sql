@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION jobs.events(job_id bigint)
 RETURNS SETOF jobs.event
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT e.* FROM jobs.event AS e WHERE e.job_id = events.job_id ORDER BY e.id
 $$;

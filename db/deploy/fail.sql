@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION jobs.fail(job_id bigint, worker text, lease_version b
 RETURNS jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION jobs.fan_out(children jsonb, then_spec jsonb)
 RETURNS jobs.job
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     coordinator jobs.job;

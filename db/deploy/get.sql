@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION jobs.get(job_id bigint)
 RETURNS jobs.job
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

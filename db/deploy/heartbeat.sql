@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION jobs.heartbeat(job_id bigint, worker text, lease_vers
 RETURNS jobs.heartbeat
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

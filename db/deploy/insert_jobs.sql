@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION jobs.insert_jobs(caller text, specs jsonb, parent_id 
 RETURNS TABLE (job jobs.job, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     spec jsonb;

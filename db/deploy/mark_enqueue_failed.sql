@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION jobs.mark_enqueue_failed(job_ids bigint[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

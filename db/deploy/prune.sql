@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days')
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     cutoff timestamptz;

@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION jobs.raise_lease_lost(caller text, job_id bigint, wor
 RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

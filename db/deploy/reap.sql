@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION jobs.reap(max_jobs integer DEFAULT 1000)
 RETURNS SETOF jobs.signal
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     requeued jobs.signal[];

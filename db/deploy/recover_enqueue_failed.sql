@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION jobs.recover_enqueue_failed(max_jobs integer DEFAULT 
 RETURNS SETOF jobs.signal
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF max_jobs IS NULL OR max_jobs < 1 THEN

@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION jobs.release_dependents(job_ids bigint[])
 RETURNS TABLE (source_id bigint, woken_id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

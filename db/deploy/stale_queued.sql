@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION jobs.stale_queued(queue text, older_than interval DEF
 RETURNS SETOF jobs.signal
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF queue IS NULL THEN
@@ -21,13 +22,16 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'The reaper pushes at most this many ids per sweep.';
     END IF;
     -- Read-only: lost signals cost latency, never jobs. Pushing a job twice is harmless.
+    -- MATERIALIZED keeps the planner on the queue's partial index (due jobs only): with a
+    -- bare ORDER BY id LIMIT it may walk the primary key through every terminal row instead.
     RETURN QUERY
-    SELECT c.id, c.queue, c.run_after
-      FROM jobs.claimable AS c
-     WHERE c.queue = stale_queued.queue
-       AND c.updated_at <= now() - older_than
-     ORDER BY c.id
-     LIMIT max_jobs;
+    WITH due AS MATERIALIZED (
+        SELECT c.id, c.queue, c.run_after
+          FROM jobs.claimable AS c
+         WHERE c.queue = stale_queued.queue
+           AND c.updated_at <= now() - older_than
+    )
+    SELECT d.id, d.queue, d.run_after FROM due AS d ORDER BY d.id LIMIT max_jobs;
 END $$;
 COMMENT ON FUNCTION jobs.stale_queued(text, interval, integer) IS
     'Claimable jobs of a queue untouched for older_than, oldest id first: what the reaper re-pushes when the Redis ready list is empty.';

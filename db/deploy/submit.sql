@@ -11,6 +11,7 @@ CREATE OR REPLACE FUNCTION jobs.submit(
 RETURNS jobs.job
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     submitted jobs.job;

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION jobs.submit_many(specs jsonb)
 RETURNS SETOF jobs.job
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     RETURN QUERY SELECT (r.job).* FROM jobs.insert_jobs('jobs.submit_many', submit_many.specs, NULL, false) AS r;
