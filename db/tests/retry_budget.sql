@@ -3,53 +3,8 @@
 -- at once with error 'lease expired'), §3 (max_retries copied at submit), §4 (backoff formula).
 BEGIN;
 SELECT plan(32);
--- Test helpers: temporary objects, gone with the ROLLBACK.
-CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
--- the id submitted under a test name
-CREATE FUNCTION pg_temp.id(text) RETURNS bigint LANGUAGE sql STABLE
-    AS $$ SELECT i.id FROM ids AS i WHERE i.name = $1 $$;
--- submit a job: name, kind, payload, run_after, ordering_key
-CREATE FUNCTION pg_temp.job(text, text, jsonb DEFAULT '{}', timestamptz DEFAULT NULL, text DEFAULT NULL)
-RETURNS bigint LANGUAGE sql
-    AS $$ INSERT INTO ids SELECT $1, (jobs.submit($2, $3, NULL, $4, $5, false)).id RETURNING id $$;
--- submit a job and claim it for a worker: name, kind, worker; returns the lease_version
-CREATE FUNCTION pg_temp.running(text, text, text) RETURNS bigint LANGUAGE sql
-    AS $$ SELECT pg_temp.job($1, $2);
-          SELECT l.lease_version FROM jobs.claim(pg_temp.id($1), $3) AS l $$;
-CREATE FUNCTION pg_temp.lv(bigint) RETURNS bigint LANGUAGE sql STABLE
-    AS $$ SELECT j.lease_version FROM jobs.job AS j WHERE j.id = $1 $$;
-CREATE FUNCTION pg_temp.nevents(bigint) RETURNS bigint LANGUAGE sql STABLE
-    AS $$ SELECT count(*) FROM jobs.event AS e WHERE e.job_id = $1 $$;
--- the whole row and its number of events, as text: equal before and after = nothing written
-CREATE FUNCTION pg_temp.state(bigint) RETURNS text LANGUAGE sql STABLE
-    AS $$ SELECT j::text || ' events=' || pg_temp.nevents(j.id) FROM jobs.job AS j WHERE j.id = $1 $$;
-CREATE FUNCTION pg_temp.snap(bigint) RETURNS void LANGUAGE sql
-    AS $$ INSERT INTO snap VALUES ($1, pg_temp.state($1)) ON CONFLICT (id) DO UPDATE SET r = excluded.r $$;
-CREATE FUNCTION pg_temp.snapped(bigint) RETURNS text LANGUAGE sql STABLE
-    AS $$ SELECT s.r FROM snap AS s WHERE s.id = $1 $$;
--- (from_status,to_status,lease_version,worker,reason,error) of the job's latest event
-CREATE FUNCTION pg_temp.last_event(bigint) RETURNS text LANGUAGE sql STABLE
-    AS $$ SELECT (e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text
-            FROM jobs.event AS e WHERE e.job_id = $1 ORDER BY e.id DESC LIMIT 1 $$;
--- let time pass for one job: move every timestamp it carries back by the interval
-CREATE FUNCTION pg_temp.elapse(bigint, interval) RETURNS void LANGUAGE sql
-    AS $$ UPDATE jobs.job AS j
-             SET created_at = j.created_at - $2, updated_at = j.updated_at - $2,
-                 claimed_at = j.claimed_at - $2, lease_expires_at = j.lease_expires_at - $2,
-                 run_after = j.run_after - $2, finished_at = j.finished_at - $2,
-                 cancel_requested_at = j.cancel_requested_at - $2
-           WHERE j.id = $1 $$;
--- run a statement and describe its error: 'SQLSTATE function-named-in-message hint=true|false'
-CREATE FUNCTION pg_temp.error_of(text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE st text; msg text; hint text;
-BEGIN
-    EXECUTE $1;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RETURN st || ' ' || split_part(msg, ':', 1) || ' hint=' || (coalesce(hint, '') <> '');
-END $$;
+-- Shared helpers (temporary objects, gone with the ROLLBACK).
+\ir helpers/lease_helpers.psql
 
 -- one attempt: make the job due (its backoff has passed), claim it, fail it
 CREATE FUNCTION pg_temp.attempt(text, text DEFAULT 'boom') RETURNS text LANGUAGE plpgsql AS $$
