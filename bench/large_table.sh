@@ -9,18 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-server=${JOBFENCE_BENCH_SERVER:-postgresql://root@127.0.0.1:5432}
 terminal=${TERMINAL:-1000000}
 queued=${QUEUED:-50000}
 calls=${CALLS:-2000}
-db="jobfence_large_$$"
-work=$(mktemp -d)
-trap 'psql -X -q "$server/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1; rm -rf "$work"' EXIT
-
-psql -X -q "$server/postgres" -c "CREATE DATABASE $db"
-sqitch --quiet deploy "db:pg://${server#*://}/$db" >/dev/null
-url="$server/$db"
-psql -X -q "$url" -c "SELECT jobs.define_type('bench')" >/dev/null
+. bench/scratch_db.sh
+scratch_db jobfence_large
 
 echo "SELECT count(*) FROM jobs.claim_next('bench', ARRAY['default'], 1);" > "$work/claim_next.sql"
 echo "SELECT count(*) FROM jobs.reap(100);" > "$work/reap.sql"

@@ -11,20 +11,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-server=${JOBFENCE_BENCH_SERVER:-postgresql://root@127.0.0.1:5432}
 clients=${CLIENTS:-4}
 txns=${TXNS:-5000}
-db="jobfence_bench_$$"
-work=$(mktemp -d)
-trap 'psql -X -q "$server/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1; rm -rf "$work"' EXIT
-
-psql -X -q "$server/postgres" -c "CREATE DATABASE $db"
-sqitch --quiet deploy "db:pg://${server#*://}/$db"
-url="$server/$db"
+. bench/scratch_db.sh
+scratch_db jobfence_bench
 total=$((clients * txns))
 
 psql -X -q "$url" <<SQL
-SELECT jobs.define_type('bench');
 -- Baseline: the same columns a job row has, the same claim index, nothing else.
 CREATE TABLE plain_job (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind text NOT NULL, queue text NOT NULL,

@@ -22,6 +22,7 @@ from . import __version__
 from . import log as jlog
 from .errors import (IllegalTransition, InvalidParameter, JobfenceError, JobNotFound,
                      PayloadTooLarge, UnknownKind)
+from .transport import MAX_JOB_ID
 
 DEFAULT_DATABASE_URL = "postgresql://127.0.0.1:5432/jobfence"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -111,7 +112,7 @@ class JobId(click.ParamType):
     """A job id: a positive 64-bit integer (PostgreSQL bigint identity)."""
 
     name = "ID"
-    MAX = 2**63 - 1
+    MAX = MAX_JOB_ID
 
     def convert(self, value, param, ctx):
         if isinstance(value, int) and not isinstance(value, bool):
