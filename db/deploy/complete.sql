@@ -1,7 +1,7 @@
 -- Deploy jobfence:complete to pg
 -- requires: outcome
 -- requires: raise_lease_lost
--- requires: release_dependents
+-- requires: finish_leases
 -- requires: check_worker
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.complete(job_id bigint, worker text, lease_version bigint, result jsonb DEFAULT NULL)
@@ -12,27 +12,17 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    finished jobs.job;
+    answer jobs.outcome;
 BEGIN
     PERFORM jobs.check_worker('jobs.complete', worker);
-    -- Authority predicate inline: only the current lease holder writes. Raising on failure
-    -- (rather than returning accepted = false) rolls back effects the caller wrote in the
-    -- same transaction.
-    UPDATE jobs.job AS j
-       SET status = 'done', result = complete.result, finished_at = now(), updated_at = now(),
-           lease_expires_at = NULL
-     WHERE j.id = complete.job_id
-       AND j.status = 'processing'
-       AND j.owned_by = complete.worker
-       AND j.lease_version = complete.lease_version
-    RETURNING * INTO finished;
-    IF NOT FOUND THEN
+    SELECT * INTO answer
+      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version], '{done}', ARRAY[result], '{NULL}');
+    -- Raising (rather than returning accepted = false) rolls back effects the caller wrote
+    -- in the same transaction.
+    IF NOT answer.accepted THEN
         PERFORM jobs.raise_lease_lost('jobs.complete', job_id, worker, lease_version);
     END IF;
-    INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
-    VALUES (finished.id, now(), 'processing', 'done', finished.lease_version, complete.worker, 'completed');
-    RETURN (finished.id, true, finished.status, finished.run_after,
-            ARRAY(SELECT w.woken_id FROM jobs.release_dependents(ARRAY[finished.id]) AS w ORDER BY w.woken_id))::jobs.outcome;
+    RETURN answer;
 END $$;
 COMMENT ON FUNCTION jobs.complete(bigint, text, bigint, jsonb) IS
     'Finish a job with its result (processing -> done) if worker still holds lease_version. JB001 otherwise (nothing written), JB002 for an unknown job. wake lists jobs this made claimable.';

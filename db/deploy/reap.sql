@@ -1,6 +1,7 @@
 -- Deploy jobfence:reap to pg
 -- requires: signal
 -- requires: release_dependents
+-- requires: finish_leases
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.reap(max_jobs integer DEFAULT 1000)
 RETURNS SETOF jobs.signal
@@ -9,8 +10,12 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    requeued jobs.signal[];
-    ended bigint[];
+    expired_ids bigint[];
+    owners text[];
+    versions bigint[];
+    n integer;
+    requeued jobs.signal[] := '{}';
+    woken bigint[] := '{}';
     overspent bigint[];
 BEGIN
     IF max_jobs IS NULL OR max_jobs < 1 THEN
@@ -20,45 +25,29 @@ BEGIN
 
     -- Safe by construction: SKIP LOCKED hands each expired lease to exactly one reaper, the
     -- lease_version bump fences the old owner out, and heartbeats never extend a lease past
-    -- claimed_at + timeout, so a hung job is caught even while it keeps heartbeating.
-    WITH expired AS (
-        SELECT j.id, j.owned_by AS lost_by,
-               j.cancel_requested_at IS NULL AND j.retry_count + 1 <= j.max_retries AS requeue
-          FROM jobs.job AS j
-         WHERE j.status = 'processing' AND j.lease_expires_at <= now()
-         ORDER BY j.lease_expires_at, j.id
-         LIMIT max_jobs
-           FOR UPDATE SKIP LOCKED
-    ), reaped AS (
-        UPDATE jobs.job AS j
-           SET status = CASE WHEN e.requeue THEN 'queued' ELSE 'failed' END::jobs.status,
-               retry_count = j.retry_count + 1,
-               error = 'lease expired',
-               result = NULL,
-               owned_by = NULL,
-               claimed_at = NULL,
-               lease_expires_at = NULL,
-               lease_version = j.lease_version + CASE WHEN e.requeue THEN 1 ELSE 0 END,
-               run_after = CASE WHEN e.requeue THEN now() ELSE j.run_after END,
-               finished_at = CASE WHEN e.requeue THEN NULL ELSE now() END,
-               updated_at = now()
-          FROM expired AS e
-         WHERE j.id = e.id
-        RETURNING j.id, j.queue, j.run_after, j.status, j.lease_version, j.cancel_requested_at, e.lost_by
-    ), logged AS (
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
-        SELECT r.id, now(), 'processing', r.status, r.lease_version, r.lost_by,
-               CASE WHEN r.status = 'queued' THEN 'reaped'
-                    WHEN r.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                    ELSE 'exhausted' END,
-               'lease expired'
-          FROM reaped AS r
-    )
-    SELECT coalesce(array_agg((r.id, r.queue, r.run_after)::jobs.signal ORDER BY r.id)
-                        FILTER (WHERE r.status = 'queued'), '{}'),
-           coalesce(array_agg(r.id) FILTER (WHERE r.status = 'failed'), '{}')
-      INTO requeued, ended
-      FROM reaped AS r;
+    -- claimed_at + timeout, so a hung job is caught even while it keeps heartbeating. The
+    -- locks held here make the leases' owners and versions current for finish_leases.
+    SELECT coalesce(array_agg(e.id ORDER BY e.id), '{}'), coalesce(array_agg(e.owned_by ORDER BY e.id), '{}'),
+           coalesce(array_agg(e.lease_version ORDER BY e.id), '{}')
+      INTO expired_ids, owners, versions
+      FROM (SELECT j.id, j.owned_by, j.lease_version
+              FROM jobs.job AS j
+             WHERE j.status = 'processing' AND j.lease_expires_at <= now()
+             ORDER BY j.lease_expires_at, j.id
+             LIMIT max_jobs
+               FOR UPDATE SKIP LOCKED) AS e;
+
+    IF cardinality(expired_ids) > 0 THEN
+        n := cardinality(expired_ids);
+        SELECT coalesce(array_agg((o.job_id, j.queue, o.run_after)::jobs.signal ORDER BY o.job_id)
+                            FILTER (WHERE o.status = 'queued'), '{}'),
+               coalesce(array_agg(DISTINCT w.woken_id) FILTER (WHERE w.woken_id IS NOT NULL), '{}')
+          INTO requeued, woken
+          FROM jobs.finish_leases(expired_ids, owners, versions, array_fill('expired'::text, ARRAY[n]),
+                                  array_fill(NULL::jsonb, ARRAY[n]), array_fill('lease expired'::text, ARRAY[n])) AS o
+          JOIN jobs.job AS j ON j.id = o.job_id
+          LEFT JOIN LATERAL unnest(o.wake) AS w(woken_id) ON true;
+    END IF;
 
     -- Queued jobs whose budget is already spent (retry_count > max_retries, e.g. after a
     -- hand edit) must not run again. The partial index keeps this free when there are none.
@@ -82,12 +71,16 @@ BEGIN
     )
     SELECT coalesce(array_agg(f.id), '{}') INTO overspent FROM failed_now AS f;
 
+    IF cardinality(overspent) > 0 THEN
+        woken := woken || ARRAY(SELECT w.woken_id FROM jobs.release_dependents(overspent) AS w);
+    END IF;
+
     RETURN QUERY SELECT * FROM unnest(requeued);
     -- Jobs that became claimable because a reaped job ended (fan-in coordinator, next of an ordering key).
     RETURN QUERY
     SELECT DISTINCT j.id, j.queue, j.run_after
-      FROM jobs.release_dependents(ended || overspent) AS w
-      JOIN jobs.job AS j ON j.id = w.woken_id;
+      FROM jobs.job AS j
+     WHERE j.id = ANY (woken);
 END $$;
 COMMENT ON FUNCTION jobs.reap(integer) IS
     'Recover up to max_jobs expired leases: back to queued at once (lease_version + 1, error ''lease expired'') while the retry budget lasts, else failed. Returns the jobs to push: requeued ones and ones woken by jobs it failed.';

@@ -45,11 +45,17 @@ class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
     def __init__(self, url: str, *, max_size: int = 4, name: str = "jobfence",
-                 open_timeout: float | None = None, timeout: float = 10.0):
+                 open_timeout: float | None = None, timeout: float = 10.0,
+                 statement_timeout: float | None = None):
         self.url = url
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": name}
+        if statement_timeout is not None:
+            # A bound on every statement of this pool: a lease keeper must never wait on a
+            # lock for longer than the leases it keeps alive.
+            kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
         self.pool = ConnectionPool(
             url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=timeout,
-            kwargs={"autocommit": True, "application_name": name},
+            kwargs=kwargs,
             # A restarted server leaves dead sockets in the pool: test before handing out.
             check=ConnectionPool.check_connection,
             # Keep trying for as long as the process lives: PostgreSQL coming back later
@@ -137,6 +143,19 @@ class Database:
             "lease_versions": [i[1] for i in items],
             "results": [None if i[2] is None else Jsonb(i[2]) for i in items]}, rows.OUTCOME)
 
+    def fail_many(self, items: Sequence[tuple[int, int, str, bool]], worker: str) -> list[rows.Outcome]:
+        """items: (job_id, lease_version, error, retryable); one outcome per item, in order."""
+        return self._all(sql.FAIL_MANY, {
+            "job_ids": [i[0] for i in items], "worker": worker,
+            "lease_versions": [i[1] for i in items], "errors": [i[2] for i in items],
+            "retryable": [bool(i[3]) for i in items]}, rows.OUTCOME)
+
+    def heartbeat_many(self, leases: Sequence[tuple[int, int]], worker: str) -> list[rows.Beat]:
+        """leases: (job_id, lease_version); one row per lease, never waiting on a row lock."""
+        return self._all(sql.HEARTBEAT_MANY, {
+            "job_ids": [i[0] for i in leases], "worker": worker,
+            "lease_versions": [i[1] for i in leases]}, rows.BEAT)
+
     def fail(self, job_id: int, worker: str, lease_version: int, error: str,
              retryable: bool = True) -> rows.Outcome:
         return self._one(sql.FAIL, {"job_id": job_id, "worker": worker,
@@ -154,6 +173,18 @@ class Database:
                      max_jobs: int = 1000) -> list[rows.Signal]:
         return self._all(sql.STALE_QUEUED, {"queue": queue, "older_than": _seconds(older_than),
                                             "max_jobs": max_jobs}, rows.SIGNAL)
+
+    def signals(self, job_ids: Sequence[int]) -> list[rows.Signal]:
+        """Where to push those of the jobs that wait for a signal (queued, no pending children)."""
+        if not job_ids:
+            return []
+        return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, rows.SIGNAL)
+
+    def queues(self) -> list[str]:
+        return [r["queue"] for r in self._all(sql.QUEUES)]
+
+    def types(self) -> dict[str, dict]:
+        return {r["kind"]: r for r in self._all(sql.TYPES)}
 
     # -- operators ------------------------------------------------------------------------
     def get(self, job_id: int) -> rows.Job:

@@ -54,6 +54,19 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class Beat:
+    """A row of ``jobs.heartbeat_many``: ``held`` is true (lease extended), false (lease
+    lost: reaped, reassigned or the job is gone) or None (the row was locked by someone
+    else, e.g. a completion in flight: nothing was checked, ask again soon)."""
+
+    job_id: int
+    held: bool | None
+    alive: bool | None
+    cancel_requested: bool | None
+    lease_expires_at: datetime | None
+
+
+@dataclass(frozen=True)
 class Job:
     """A ``jobs.job`` row as ``jobs.get`` returns it. Columns this version does not know land
     in ``extra`` so a newer schema does not break an older driver."""
@@ -120,5 +133,6 @@ LEASE = class_row(Lease)
 OUTCOME = class_row(Outcome)
 SIGNAL = class_row(Signal)
 HEARTBEAT = class_row(Heartbeat)
+BEAT = class_row(Beat)
 JOB = _tolerant(Job)
 EVENT = _tolerant(Event)

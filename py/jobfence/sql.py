@@ -35,6 +35,16 @@ SELECT * FROM jobs.complete_many(job_ids => %(job_ids)s::bigint[], worker => %(w
                                  lease_versions => %(lease_versions)s::bigint[],
                                  results => %(results)s::jsonb[])
 """
+# Batched outcomes and lease refresh: one round trip per batch (docs/sql-api.md).
+FAIL_MANY = """
+SELECT * FROM jobs.fail_many(job_ids => %(job_ids)s::bigint[], worker => %(worker)s,
+                             lease_versions => %(lease_versions)s::bigint[],
+                             errors => %(errors)s::text[], retryable => %(retryable)s::boolean[])
+"""
+HEARTBEAT_MANY = """
+SELECT * FROM jobs.heartbeat_many(job_ids => %(job_ids)s::bigint[], worker => %(worker)s,
+                                  lease_versions => %(lease_versions)s::bigint[])
+"""
 FAIL = """
 SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
                         lease_version => %(lease_version)s, error => %(error)s,
@@ -49,6 +59,11 @@ SELECT * FROM jobs.stale_queued(queue => %(queue)s, older_than => %(older_than)s
                                 max_jobs => %(max_jobs)s)
 """
 LISTEN_SUBMITTED = "LISTEN jobs_submitted"
+# Where to push woken, replayed or fanned-out jobs: one round trip for any number of ids.
+SIGNALS = "SELECT * FROM jobs.signals(job_ids => %(job_ids)s::bigint[])"
+# The queues to sweep come from PostgreSQL (declared kinds and queued jobs), never from Redis.
+QUEUES = "SELECT queue FROM jobs.queues()"
+TYPES = "SELECT * FROM jobs.types()"
 
 # -- operators ------------------------------------------------------------------------------
 GET = "SELECT * FROM jobs.get(job_id => %(job_id)s)"

@@ -1,0 +1,4 @@
+-- Revert jobfence:queues from pg
+BEGIN;
+DROP FUNCTION jobs.queues();
+COMMIT;

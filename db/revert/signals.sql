@@ -1,0 +1,4 @@
+-- Revert jobfence:signals from pg
+BEGIN;
+DROP FUNCTION jobs.signals(bigint[]);
+COMMIT;

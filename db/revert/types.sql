@@ -1,0 +1,4 @@
+-- Revert jobfence:types from pg
+BEGIN;
+DROP FUNCTION jobs.types();
+COMMIT;
