@@ -18,10 +18,13 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Pass the ids popped from Redis, e.g. ARRAY[1, 2, 3].';
     END IF;
     -- Locks are taken in id order so two workers holding overlapping (duplicated) ids cannot deadlock.
-    picked := ARRAY(SELECT c.id FROM jobs.claimable AS c
-                     WHERE c.id = ANY (claim_many.job_ids)
+    -- Joined to the (distinct) ids so each is a primary-key lookup: "id = ANY" let the
+    -- planner walk the partial index of every due queued job instead.
+    picked := ARRAY(SELECT c.id
+                      FROM (SELECT DISTINCT u.id FROM unnest(claim_many.job_ids) AS u(id)) AS wanted
+                      JOIN jobs.claimable AS c ON c.id = wanted.id
                      ORDER BY c.id
-                     FOR UPDATE);
+                       FOR UPDATE OF c);
     RETURN QUERY SELECT * FROM jobs.grant_leases(picked, worker);
 END $$;
 COMMENT ON FUNCTION jobs.claim_many(bigint[], text) IS

@@ -3,8 +3,10 @@
 BEGIN;
 CREATE TABLE jobs.event (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    -- Pruning a job removes its history with it.
-    job_id        bigint NOT NULL REFERENCES jobs.job (id) ON DELETE CASCADE,
+    -- No foreign key: every transition writes an event, and a per-row referential check
+    -- would be one more lookup of the job just written. Only jobs.* functions write here,
+    -- always for a job they hold; jobs.prune deletes a job's events with it.
+    job_id        bigint NOT NULL,
     at            timestamptz NOT NULL DEFAULT now(),
     from_status   jobs.status,
     to_status     jobs.status NOT NULL,

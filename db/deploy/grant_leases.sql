@@ -23,7 +23,10 @@ BEGIN
                claimed_at = now(),
                lease_expires_at = now() + least(j.lease_timeout, j.timeout),
                updated_at = now()
-         WHERE j.id = ANY (grant_leases.job_ids)
+          -- Joined to the ids rather than "id = ANY": the planner then looks each id up in
+          -- the primary key instead of walking a partial index of every queued job.
+          FROM unnest(grant_leases.job_ids) AS u(id)
+         WHERE j.id = u.id
            AND j.status = 'queued'
         RETURNING j.*
     ), logged AS (

@@ -10,6 +10,8 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
+DECLARE
+    refreshed bigint[];
 BEGIN
     PERFORM jobs.check_worker('jobs.heartbeat_many', heartbeat_many.worker);
     IF heartbeat_many.job_ids IS NULL OR heartbeat_many.lease_versions IS NULL
@@ -22,10 +24,9 @@ BEGIN
     -- The same rule as jobs.heartbeat, for every lease of a worker at once. SKIP LOCKED: a
     -- row locked elsewhere (a completion in flight, a reaper's sweep) must not hold up the
     -- other leases' refresh; such an item comes back with held = NULL, to be asked again.
-    RETURN QUERY
     WITH input AS (
-        SELECT i.id, i.lease_version, i.ord
-          FROM unnest(heartbeat_many.job_ids, heartbeat_many.lease_versions) WITH ORDINALITY AS i(id, lease_version, ord)
+        SELECT i.id, i.lease_version
+          FROM unnest(heartbeat_many.job_ids, heartbeat_many.lease_versions) AS i(id, lease_version)
     ), locked AS (
         SELECT j.id
           FROM input AS i
@@ -41,18 +42,23 @@ BEGIN
                updated_at = now()
           FROM locked AS l
          WHERE j.id = l.id
-        RETURNING j.id, now() < j.claimed_at + j.timeout AS alive, j.cancel_requested_at IS NOT NULL AS cancel_requested,
-                  j.lease_expires_at
+        RETURNING j.id
     )
-    SELECT i.id,
-           CASE WHEN b.id IS NOT NULL THEN true
-                WHEN cur.status = 'processing' AND cur.owned_by = heartbeat_many.worker
-                     AND cur.lease_version = i.lease_version THEN NULL
-                ELSE false END,
-           b.alive, b.cancel_requested, b.lease_expires_at
-      FROM input AS i
-      LEFT JOIN beat AS b ON b.id = i.id
+    SELECT coalesce(array_agg(b.id), '{}') INTO refreshed FROM beat AS b;
+
+    -- A new statement sees the refreshed rows (held by this transaction until it ends).
+    RETURN QUERY
+    SELECT i.id, a.held,
+           CASE WHEN a.held THEN now() < cur.claimed_at + cur.timeout END,
+           CASE WHEN a.held THEN cur.cancel_requested_at IS NOT NULL END,
+           CASE WHEN a.held THEN cur.lease_expires_at END
+      FROM unnest(heartbeat_many.job_ids, heartbeat_many.lease_versions) WITH ORDINALITY AS i(id, lease_version, ord)
       LEFT JOIN jobs.job AS cur ON cur.id = i.id
+     CROSS JOIN LATERAL (
+           SELECT CASE WHEN cur.status IS DISTINCT FROM 'processing' OR cur.owned_by IS DISTINCT FROM heartbeat_many.worker
+                            OR cur.lease_version IS DISTINCT FROM i.lease_version THEN false
+                       WHEN i.id = ANY (refreshed) THEN true
+                  END AS held) AS a
      ORDER BY i.ord;
 END $$;
 COMMENT ON FUNCTION jobs.heartbeat_many(bigint[], text, bigint[]) IS

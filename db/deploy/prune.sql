@@ -22,7 +22,7 @@ BEGIN
     -- Batches of row-level deletes through the finished_at index: no table lock, and
     -- SKIP LOCKED means a concurrent replay or read never waits on the pruner.
     -- A child stays while its coordinator is kept, so children() stays complete; events go
-    -- with their job (ON DELETE CASCADE).
+    -- with their job.
     LOOP
         WITH victims AS (
             SELECT j.id
@@ -37,7 +37,9 @@ BEGIN
              LIMIT batch_size
                FOR UPDATE SKIP LOCKED
         ), gone AS (
-            DELETE FROM jobs.job AS j USING victims AS v WHERE j.id = v.id RETURNING 1
+            DELETE FROM jobs.job AS j USING victims AS v WHERE j.id = v.id RETURNING j.id
+        ), history AS (
+            DELETE FROM jobs.event AS e USING gone AS g WHERE e.job_id = g.id
         )
         SELECT count(*) INTO deleted FROM gone;
         total := total + deleted;

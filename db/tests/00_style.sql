@@ -36,6 +36,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.queues()', 'TABLE(queue text)', '{queue}', true),
     ('jobs.types()', 'setof jobs.job_type', NULL, true),
     ('jobs.check_worker(text,text)', NULL, NULL, false),
+    ('jobs.parse_timestamptz(text)', NULL, NULL, false),
     ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[])', NULL, NULL, false),
     ('jobs.raise_lease_lost(text,bigint,text,bigint)', NULL, NULL, false),
     ('jobs.backoff_delay(integer,interval,interval)', NULL, NULL, false),
