@@ -9,15 +9,12 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    picked bigint[];
 BEGIN
     PERFORM jobs.check_worker('jobs.claim', worker);
     -- Zero rows when the job is not claimable now (already claimed, not due, blocked, unknown):
-    -- a duplicate Redis signal is harmless. FOR UPDATE waits out a concurrent claimer and then
+    -- a duplicate Redis signal is harmless. The grant waits out a concurrent claimer and then
     -- re-checks the row, so exactly one of N racing claims wins.
-    picked := ARRAY(SELECT c.id FROM jobs.claimable AS c WHERE c.id = claim.job_id FOR UPDATE);
-    RETURN QUERY SELECT * FROM jobs.grant_leases(picked, worker);
+    RETURN QUERY SELECT * FROM jobs.grant_leases(ARRAY[job_id], worker);
 END $$;
 COMMENT ON FUNCTION jobs.claim(bigint, text) IS
     'Claim one job if it is claimable now (queued -> processing, lease_version + 1). Returns the lease, or zero rows.';

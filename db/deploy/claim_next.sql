@@ -24,7 +24,9 @@ BEGIN
     -- could not use that order and would sort the whole backlog. Each statement is simple
     -- enough for a generic plan, so a call is not re-planned (see the SET clause).
     IF queues IS NULL THEN
+        -- status = 'queued' repeats the view's rule so the partial index can serve the scan.
         picked := ARRAY(SELECT c.id FROM jobs.claimable AS c
+                         WHERE c.status = 'queued'
                          ORDER BY c.run_after, c.id
                          LIMIT max_jobs
                          FOR UPDATE SKIP LOCKED);
@@ -34,7 +36,7 @@ BEGIN
         FOR queue_name IN SELECT DISTINCT q.name FROM unnest(claim_next.queues) AS q(name) WHERE q.name IS NOT NULL LOOP
             candidates := candidates || ARRAY(
                 SELECT c.id FROM jobs.claimable AS c
-                 WHERE c.queue = queue_name
+                 WHERE c.status = 'queued' AND c.queue = queue_name
                  ORDER BY c.run_after, c.id
                  LIMIT max_jobs
                  FOR UPDATE SKIP LOCKED);

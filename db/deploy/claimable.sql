@@ -2,12 +2,17 @@
 -- requires: job
 BEGIN;
 -- The one definition of "claimable" (DESIGN §4). A view, not a function, so the planner
--- inlines it into every claim path and uses the partial indexes; callers lock through it
--- with FOR UPDATE [SKIP LOCKED], which re-checks these conditions on the newest row version.
+-- inlines it into every claim path; callers lock or update through it, which re-checks these
+-- conditions on the newest row version after a lock wait.
+-- "IS NOT DISTINCT FROM" (the same as "=" on this NOT NULL column) on purpose: it does not
+-- prove the predicate of the partial indexes on queued jobs, so a lookup by id always uses
+-- the primary key. With "=", a table whose statistics say "few queued jobs" (a new table, or
+-- one full of dead index entries) led the planner to walk a whole partial index per id.
+-- Scans that want those indexes (claim_next, stale_queued) add "status = 'queued'" themselves.
 CREATE VIEW jobs.claimable AS
 SELECT j.*
   FROM jobs.job AS j
- WHERE j.status = 'queued'
+ WHERE j.status IS NOT DISTINCT FROM 'queued'
    AND j.run_after <= now()
    AND j.pending_children = 0
    AND (j.ordering_key IS NULL OR NOT EXISTS (

@@ -23,40 +23,36 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     ended_ids bigint[];
-    accepted_items bigint[];
-    woken_by bigint[];
-    woken bigint[];
+    applied_ords bigint[];
+    applied jobs.outcome[];
+    woken_by bigint[] := '{}';
+    woken bigint[] := '{}';
+    n integer := cardinality(job_ids);
 BEGIN
     WITH input AS (
         SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord
           FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
                       finish_leases.verdicts, finish_leases.results, finish_leases.errors)
                WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, ord)
-    ), candidate AS (
-        SELECT DISTINCT ON (i.id) i.*
-          FROM input AS i
-          JOIN jobs.job AS cur ON cur.id = i.id
-         ORDER BY i.id, (cur.lease_version = i.lease_version AND cur.owned_by = i.worker) DESC, i.ord
     ), held AS (
         -- The authority predicate. FOR UPDATE re-checks it on the newest row version after
         -- waiting for a lock, and locks in id order so concurrent batches cannot deadlock.
-        SELECT c.id, c.worker, c.verdict, c.result, c.error, c.ord,
-               j.retry_count, j.max_retries, j.cancel_requested_at, j.kind
-          FROM candidate AS c
-          JOIN jobs.job AS j ON j.id = c.id
-         WHERE j.status = 'processing'
-           AND j.owned_by = c.worker
-           AND j.lease_version = c.lease_version
-         ORDER BY j.id
-           FOR UPDATE OF j
+        -- A repeated id that holds the lease more than once is applied once (its first item).
+        SELECT DISTINCT ON (x.id) x.*
+          FROM (SELECT i.id, i.worker, i.verdict, i.result, i.error, i.ord,
+                       j.retry_count, j.max_retries, j.cancel_requested_at, j.kind
+                  FROM input AS i
+                  JOIN jobs.job AS j ON j.id = i.id
+                 WHERE j.status = 'processing'
+                   AND j.owned_by = i.worker
+                   AND j.lease_version = i.lease_version
+                 ORDER BY j.id
+                   FOR UPDATE OF j) AS x
+         ORDER BY x.id, x.ord
     ), decided AS (
-        -- The next-state rule (reliability contract §4, DESIGN §2).
-        SELECT h.*, d.next_status, d.reason,
-               CASE WHEN d.next_status <> 'queued' THEN NULL
-                    WHEN h.verdict = 'expired' THEN interval '0'
-                    ELSE jobs.backoff_delay(h.retry_count + 1, t.backoff_base, t.backoff_max) END AS delay
+        -- The next-state rule (reliability contract §4; docs/sql-api.md "Leaving processing").
+        SELECT h.*, d.next_status, d.reason
           FROM held AS h
-          JOIN jobs.job_type AS t ON t.kind = h.kind
          CROSS JOIN LATERAL (
                SELECT CASE WHEN h.verdict = 'done' THEN 'done'::jobs.status
                            WHEN h.cancel_requested_at IS NOT NULL OR h.verdict = 'fatal'
@@ -79,32 +75,47 @@ BEGIN
                claimed_at = CASE WHEN d.verdict = 'done' THEN j.claimed_at END,
                lease_expires_at = NULL,
                lease_version = j.lease_version + CASE WHEN d.next_status = 'queued' THEN 1 ELSE 0 END,
-               run_after = CASE WHEN d.next_status = 'queued' THEN now() + d.delay ELSE j.run_after END,
+               -- A reaped job is due at once; a failed attempt waits for its kind's backoff
+               -- (looked up only then: completions, the common case, never need it).
+               run_after = CASE WHEN d.next_status <> 'queued' THEN j.run_after
+                                WHEN d.verdict = 'expired' THEN now()
+                                ELSE now() + (SELECT jobs.backoff_delay(j.retry_count + 1, t.backoff_base, t.backoff_max)
+                                                FROM jobs.job_type AS t WHERE t.kind = j.kind) END,
                finished_at = CASE WHEN d.next_status = 'queued' THEN NULL ELSE now() END,
                updated_at = now()
           FROM decided AS d
          WHERE j.id = d.id
-        RETURNING j.id, j.status, j.lease_version, d.worker, d.reason, d.verdict, d.error, d.ord
+        RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key,
+                  d.worker, d.reason, d.verdict, d.error, d.ord
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
         SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, f.reason,
                CASE WHEN f.verdict <> 'done' THEN f.error END
           FROM finished AS f
     )
-    SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'), '{}'),
-           coalesce(array_agg(f.ord), '{}')
-      INTO ended_ids, accepted_items
+    SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'
+                                              AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL)), '{}'),
+           coalesce(array_agg(f.ord ORDER BY f.ord), '{}'),
+           coalesce(array_agg((f.id, true, f.status, f.run_after, '{}')::jobs.outcome ORDER BY f.ord), '{}')
+      INTO ended_ids, applied_ords, applied
       FROM finished AS f;
 
+    -- Only a job with a coordinator or an ordering key can have kept another one waiting.
     IF cardinality(ended_ids) > 0 THEN
         SELECT coalesce(array_agg(w.source_id), '{}'), coalesce(array_agg(w.woken_id), '{}')
           INTO woken_by, woken
           FROM jobs.release_dependents(ended_ids) AS w;
     END IF;
 
+    IF cardinality(applied_ords) = n AND cardinality(woken) = 0 THEN
+        -- Every item applied, nothing woken (the common case): the outcomes are known.
+        RETURN QUERY SELECT * FROM unnest(applied);
+        RETURN;
+    END IF;
+
     RETURN QUERY
     WITH input AS (
-        SELECT i.id, i.ord, i.ord = ANY (accepted_items) AS applied
+        SELECT i.id, i.ord, i.ord = ANY (applied_ords) AS applied
           FROM unnest(finish_leases.job_ids) WITH ORDINALITY AS i(id, ord)
     ), wake AS (
         SELECT w.source_id, array_agg(w.woken_id ORDER BY w.woken_id) AS ids

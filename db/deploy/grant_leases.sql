@@ -3,8 +3,8 @@
 -- requires: event
 -- requires: lease
 BEGIN;
--- The queued -> processing transition shared by claim, claim_many and claim_next. Callers
--- pick and lock the ids through jobs.claimable first; the status guard here is a second line.
+-- The queued -> processing transition shared by claim, claim_many and claim_next: the one
+-- door into processing. Ids that are not claimable now are skipped (zero rows for them).
 CREATE OR REPLACE FUNCTION jobs.grant_leases(job_ids bigint[], worker text)
 RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -15,19 +15,20 @@ AS $$
 BEGIN
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
     RETURN QUERY
+    -- Through the view: the UPDATE itself locks each row and re-checks "claimable" on its
+    -- newest version after a lock wait, so there is no separate lock pass and exactly one of
+    -- N racing claims of a job wins. The ids are joined in ascending order (primary-key
+    -- lookups, rows locked in id order: overlapping batches cannot deadlock).
     WITH claimed AS (
-        UPDATE jobs.job AS j
+        UPDATE jobs.claimable AS j
            SET status = 'processing',
                owned_by = grant_leases.worker,
                lease_version = j.lease_version + 1,
                claimed_at = now(),
                lease_expires_at = now() + least(j.lease_timeout, j.timeout),
                updated_at = now()
-          -- Joined to the ids rather than "id = ANY": the planner then looks each id up in
-          -- the primary key instead of walking a partial index of every queued job.
-          FROM unnest(grant_leases.job_ids) AS u(id)
-         WHERE j.id = u.id
-           AND j.status = 'queued'
+          FROM (SELECT DISTINCT u.id FROM unnest(grant_leases.job_ids) AS u(id) ORDER BY u.id) AS wanted
+         WHERE j.id = wanted.id
         RETURNING j.*
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
@@ -40,6 +41,6 @@ BEGIN
      ORDER BY c.id;
 END $$;
 COMMENT ON FUNCTION jobs.grant_leases(bigint[], text) IS
-    'Internal: move already-locked queued jobs to processing for worker and log the claim. Not granted to any role.';
+    'Internal: move those of the given jobs that are claimable now to processing for worker and log the claims. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text) FROM PUBLIC;
 COMMIT;

@@ -28,7 +28,9 @@ BEGIN
     WITH due AS MATERIALIZED (
         SELECT c.id, c.queue, c.run_after
           FROM jobs.claimable AS c
-         WHERE c.queue = stale_queued.queue
+         -- status = 'queued' repeats the view's rule so the queue's partial index serves the scan.
+         WHERE c.status = 'queued'
+           AND c.queue = stale_queued.queue
            AND c.updated_at <= now() - older_than
     )
     SELECT d.id, d.queue, d.run_after FROM due AS d ORDER BY d.id LIMIT max_jobs;
