@@ -19,6 +19,8 @@ DECLARE
     at_ text;
     new_ids bigint[];
     created_ids bigint[];
+    created_rows jobs.job[];
+    wants_notify boolean;
     batch record;
 BEGIN
     IF specs IS NULL OR jsonb_typeof(specs) <> 'array' THEN
@@ -126,32 +128,55 @@ BEGIN
     -- an existing idempotency key leaves a gap, as any rolled-back insert does.
     new_ids := ARRAY(SELECT nextval('jobs.job_id_seq'::regclass) FROM generate_series(1, n));
 
+    -- Specs without an idempotency key cannot conflict: they skip ON CONFLICT, whose
+    -- speculative insertion costs an extra WAL record per row.
     WITH src AS (
-        SELECT new_ids[e.ord] AS id, e.spec, e.ord
+        SELECT new_ids[e.ord] AS id, e.spec, e.ord, t.kind, t.queue, t.max_retries, t.lease_timeout, t.timeout,
+               coalesce(nullif(e.spec -> 'payload', 'null'), '{}') AS payload,
+               -- A run_after in the past is now(): a late timestamp must not jump the queue.
+               CASE WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
+                    THEN greatest(jobs.parse_timestamptz(e.spec ->> 'run_after'), now())
+                    ELSE now() END AS run_after,
+               e.spec ->> 'idempotency_key' AS idempotency_key, e.spec ->> 'ordering_key' AS ordering_key
           FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
-    ), inserted AS (
+          JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind'
+    ), keyless AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
                                    idempotency_key, ordering_key, parent_id)
         OVERRIDING SYSTEM VALUE
-        SELECT s.id, t.kind, t.queue, coalesce(nullif(s.spec -> 'payload', 'null'), '{}'),
-               t.max_retries, t.lease_timeout, t.timeout,
-               -- A run_after in the past is now(): a late timestamp must not jump the queue.
-               CASE WHEN jsonb_typeof(s.spec -> 'run_after') = 'string'
-                    THEN greatest(jobs.parse_timestamptz(s.spec ->> 'run_after'), now())
-                    ELSE now() END,
-               s.spec ->> 'idempotency_key', s.spec ->> 'ordering_key', insert_jobs.parent_id
+        SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
+               NULL, s.ordering_key, insert_jobs.parent_id
           FROM src AS s
-          JOIN jobs.job_type AS t ON t.kind = s.spec ->> 'kind'
+         WHERE s.idempotency_key IS NULL
+         ORDER BY s.ord
+        RETURNING j.*
+    ), keyed AS (
+        INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
+                                   idempotency_key, ordering_key, parent_id)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
+               s.idempotency_key, s.ordering_key, insert_jobs.parent_id
+          FROM src AS s
+         WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord
         ON CONFLICT (kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-        RETURNING j.id, j.lease_version
+        RETURNING j.*
+    ), inserted AS (
+        SELECT * FROM keyless UNION ALL SELECT * FROM keyed
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
         SELECT i.id, now(), NULL, 'queued', i.lease_version, 'submitted'
           FROM inserted AS i
     )
-    SELECT coalesce(array_agg(i.id), '{}') INTO created_ids FROM inserted AS i;
+    SELECT coalesce(array_agg(i.id ORDER BY i.id), '{}'), coalesce(array_agg(i ORDER BY i.id), '{}')
+      INTO created_ids, created_rows
+      FROM inserted AS i;
 
+    IF cardinality(created_ids) = n THEN
+        -- No spec met an existing key (the common case): ids follow spec order, and the
+        -- rows are the ones just inserted.
+        RETURN QUERY SELECT r, true FROM unnest(created_rows) AS r;
+    ELSE
     -- A repeated key returns the existing job, unchanged. ON CONFLICT waited for a
     -- concurrent inserter to commit, so under READ COMMITTED this new statement sees its row.
     RETURN QUERY
@@ -163,6 +188,7 @@ BEGIN
             AND theirs.kind = e.spec ->> 'kind'
             AND theirs.idempotency_key = e.spec ->> 'idempotency_key'
      ORDER BY e.ord;
+    END IF;
 
     IF cardinality(created_ids) = 0 THEN
         RETURN;
@@ -172,6 +198,12 @@ BEGIN
             PERFORM pg_notify('jobs_submitted', json_build_object('id', j.id, 'queue', j.queue, 'run_after', j.run_after)::text)
                FROM jobs.job AS j WHERE j.id = created_ids[1];
         END IF;
+        RETURN;
+    END IF;
+    -- Drivers that push the ids themselves say "notify": false on every spec.
+    SELECT bool_or(coalesce((e.spec ->> 'notify')::boolean, true)) INTO wants_notify
+      FROM jsonb_array_elements(specs) AS e(spec);
+    IF NOT wants_notify THEN
         RETURN;
     END IF;
     -- One message per queue (and per future run_after), chunked to stay well under
