@@ -66,7 +66,9 @@ class Client:
         terminal; returns the coordinator's id."""
         coordinator = self.db.fan_out([self._normalise(c) for c in children],
                                       self._normalise(then))
-        # fan_out returns only the coordinator: its children are read back to push them.
+        # fan_out returns only the coordinator, so the children's ids are unknown here:
+        # reading them back with jobs.children is the one round trip (jobs.signals would
+        # need the ids first, a second one). _signal applies jobs.signals' rule to the rows.
         self._signal(self.db.children(coordinator.id))
         return coordinator.id
 
@@ -82,14 +84,22 @@ class Client:
     def _signal(self, jobs: Iterable[Job]) -> None:
         # Only queued jobs are worth a signal: an idempotent repeat may return a finished
         # job, and a fan-in coordinator is woken by its last child instead.
-        todo = [j for j in jobs if j is not None and j.status == "queued"
-                and not (j.pending_children or 0)]
+        self._push([(j.id, j.queue, j.run_after) for j in jobs
+                    if j is not None and j.status == "queued" and not (j.pending_children or 0)])
+
+    def _signal_ids(self, job_ids: Sequence[int]) -> None:
+        """Push those of ``job_ids`` that wait for a signal. ``jobs.signals`` applies the same
+        rule as ``_signal`` in PostgreSQL, for any number of ids in one round trip."""
+        self._push([(s.job_id, s.queue, s.run_after) for s in self.db.signals(job_ids)])
+
+    def _push(self, todo: list[tuple[int, str, datetime | None]]) -> None:
+        """One Redis pipeline for the whole batch; on failure park it for the reaper."""
         if not todo:
             return
         try:
-            self.transport.push((j.id, j.queue, j.run_after) for j in todo)
+            self.transport.push(todo)
         except redis.RedisError as exc:
-            ids = [j.id for j in todo]
+            ids = [job_id for job_id, _, _ in todo]
             marked = self.db.mark_enqueue_failed(ids)
             jlog.event(logger, logging.WARNING, "enqueue_failed",
                        "Redis push failed after commit; parked as enqueue_failed for the reaper",
@@ -115,12 +125,12 @@ class Client:
         signal, so the id is pushed here."""
         replayed = self.db.replay(job_id)
         if replayed:
-            self._signal([self.db.get(job_id)])
+            self._signal_ids([job_id])
         return replayed
 
     def _wake(self, wake: Sequence[int] | None) -> None:
         if wake:
-            self._signal([self.db.get(i) for i in wake])
+            self._signal_ids(wake)
 
     def status_counts(self, job_ids: Sequence[int]) -> dict[str, int]:
         return self.db.status_counts(job_ids)

@@ -5,6 +5,10 @@ enqueue_failed`` (push again), move due ids from the delayed sets to the ready l
 for every ready list that is empty re-push the claimable jobs PostgreSQL still holds
 (``jobs.stale_queued``). Every step is idempotent and every push of a duplicate is a no-op
 at claim time, so several reapers may run at once.
+
+The queues swept are read from PostgreSQL at every tick (``jobs.queues``: the queues of the
+declared kinds and of every queued job), plus those given on the command line. Never from
+Redis: a job whose signal was lost has, by definition, left no trace there.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ class Reaper:
         self.interval = interval
         self.stale_after = stale_after
         self.batch = batch
+        # Swept at every tick even if PostgreSQL does not name them (yet).
         self.queues: set[str] = set(queues) | {"default"}
         self.db = Database(database_url, max_size=2, name="jobfence-reaper")
         self.transport = Transport(redis_url)
+        self._swept: list[str] = []
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -72,9 +78,9 @@ class Reaper:
         counts = {"reaped": 0, "recovered": 0, "moved": 0, "stale_repushed": 0}
         reaped = self.db.reap(self.batch)
         counts["reaped"] = len(reaped)
-        self._remember(reaped)
+        # Per job at DEBUG: jobs.event already records every reap; the tick line counts them.
         for s in reaped:
-            jlog.event(logger, logging.INFO, "reaped", "lease expired: job requeued or failed",
+            jlog.event(logger, logging.DEBUG, "reaped", "lease expired: job requeued or failed",
                        job_id=s.job_id, queue=s.queue)
         # Reaped jobs are queued in PostgreSQL already: if this push is lost, the stale
         # sweep below (or the next tick's) signals them.
@@ -84,15 +90,13 @@ class Reaper:
         if redis_up:
             recovered = self.db.recover_enqueue_failed(self.batch)
             counts["recovered"] = len(recovered)
-            self._remember(recovered)
             if recovered and not self._push(recovered):
                 # Redis went away between the ping and the push: park them again.
                 self.db.mark_enqueue_failed([s.job_id for s in recovered])
         else:
             return counts
 
-        self.queues |= self.transport.known_queues()
-        for queue in sorted(self.queues):
+        for queue in self.sweep_queues():
             counts["moved"] += self.transport.move_due(queue, self.batch)
             if self.transport.ready_length(queue) == 0:
                 stale = self.db.stale_queued(queue, self.stale_after, self.batch)
@@ -101,8 +105,15 @@ class Reaper:
                     counts["stale_repushed"] += len(stale)
         return counts
 
-    def _remember(self, signals: list[Signal]) -> None:
-        self.queues |= {s.queue for s in signals}
+    def sweep_queues(self) -> list[str]:
+        """The command-line queues and those PostgreSQL names now, read afresh each tick so
+        that a kind declared (or a job submitted) after start-up is swept without a restart."""
+        queues = sorted(self.queues | set(self.db.queues()))
+        if queues != self._swept:
+            # Once per change, so an operator can see a new queue being looked after.
+            jlog.event(logger, logging.INFO, "reaper_queues", "sweeping queues", queues=queues)
+            self._swept = queues
+        return queues
 
     def _redis_up(self) -> bool:
         try:

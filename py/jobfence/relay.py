@@ -3,7 +3,8 @@
 Notifications are delivered only on commit (the outbox of DESIGN §6) but only to a
 connected listener: whatever was sent while the relay was away is found again by polling
 ``jobs.stale_queued`` — at every (re)connect, and every ``poll_interval`` while the LISTEN
-connection is down.
+connection is down — for every queue PostgreSQL names (``jobs.queues``) and those given on
+the command line.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Relay:
         self.url = database_url
         self.poll_interval = poll_interval
         self.stale_after = stale_after
+        # Polled at every catch-up even if PostgreSQL does not name them (yet).
         self.queues: set[str] = set(queues) | {"default"}
         self.db = Database(database_url, max_size=2, name="jobfence-relay")
         self.transport = Transport(redis_url)
@@ -89,7 +91,7 @@ class Relay:
     def _listen(self, conn: psycopg.Connection) -> None:
         while not self._stop.is_set():
             batch: list[tuple[int, str, datetime | None]] = []
-            for note in conn.notifies(timeout=0.5, stop_after=1000):
+            for note in self._next_notes(conn):
                 try:
                     batch.extend(parse_notification(note.payload))
                 except (ValueError, TypeError, KeyError) as exc:
@@ -99,8 +101,22 @@ class Relay:
             if batch:
                 self._push(batch)
 
+    @staticmethod
+    def _next_notes(conn: psycopg.Connection, limit: int = 1000) -> list:
+        """The next batch of notifications: wait (briefly, so that stop() is noticed) for the
+        first, then take whatever else has already arrived without waiting. A quiet relay
+        pushes each notification at once; a busy one pushes up to ``limit`` per pipeline.
+        (A single ``notifies(timeout=0.5, stop_after=limit)`` would hold a lone notification
+        back for the whole half second.)"""
+        notes = list(conn.notifies(timeout=0.5, stop_after=1))
+        while notes and len(notes) < limit:
+            more = list(conn.notifies(timeout=0, stop_after=limit - len(notes)))
+            if not more:
+                break
+            notes.extend(more)
+        return notes
+
     def _push(self, signals: list[tuple[int, str, datetime | None]]) -> None:
-        self.queues |= {q for _, q, _ in signals}
         try:
             self.transport.push(signals)
             self.pushed += len(signals)
@@ -117,16 +133,17 @@ class Relay:
                        count=len(ids), marked=marked, job_ids=ids[:20])
 
     def catch_up(self) -> int:
-        pushed = 0
-        for queue in sorted(self.queues):
-            stale = self.db.stale_queued(queue, self.stale_after)
-            if stale:
-                self._push([(s.job_id, s.queue, s.run_after) for s in stale])
-                pushed += len(stale)
-        if pushed:
+        # Read afresh each time: a queue first used while the relay was away is exactly the
+        # one whose notifications it missed.
+        queues = sorted(self.queues | set(self.db.queues()))
+        stale = [(s.job_id, s.queue, s.run_after)
+                 for queue in queues for s in self.db.stale_queued(queue, self.stale_after)]
+        if stale:
+            self._push(stale)
             jlog.event(logger, logging.INFO, "relay_caught_up",
-                       "re-pushed claimable jobs that may have missed their signal", count=pushed)
-        return pushed
+                       "re-pushed claimable jobs that may have missed their signal",
+                       count=len(stale), queues=sorted({q for _, q, _ in stale}))
+        return len(stale)
 
     def _poll_quietly(self) -> None:
         try:

@@ -138,12 +138,3 @@ class Transport:
 
     def ready_length(self, queue: str) -> int:
         return int(self.redis.llen(ready_key(queue)))
-
-    def known_queues(self) -> set[str]:
-        """Queues that have a key in Redis now (a hint only: Redis may have been flushed)."""
-        found = set()
-        for key in self.redis.scan_iter(match="jobfence:{*}:*", count=500):
-            key = key.decode() if isinstance(key, bytes) else key
-            if key.startswith("jobfence:{") and "}:" in key:
-                found.add(key[len("jobfence:{"):key.rindex("}:")])
-        return found
