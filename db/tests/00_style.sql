@@ -35,6 +35,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.signals(bigint[])', 'setof jobs.signal', '{job_ids}', true),
     ('jobs.queues()', 'TABLE(queue text)', '{queue}', true),
     ('jobs.types()', 'setof jobs.job_type', NULL, true),
+    ('jobs.transitions()', 'TABLE(reason text, from_status jobs.status, to_status jobs.status, bumps_lease_version boolean)', '{reason,from_status,to_status,bumps_lease_version}', true),
     ('jobs.check_worker(text,text)', NULL, NULL, false),
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
     ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[])', NULL, NULL, false),

@@ -1,7 +1,7 @@
 -- Role separation (DESIGN §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
 -- exactly their functions and get 42501 for every other one and for the tables.
 BEGIN;
-SELECT plan(116);
+SELECT plan(119);
 
 SELECT jobs.define_type('roles_t');
 
@@ -38,6 +38,7 @@ INSERT INTO calls VALUES
     ('signals',                $$ SELECT * FROM jobs.signals(ARRAY[0]::bigint[]) $$,                        true,  true,  true),
     ('queues',                 $$ SELECT * FROM jobs.queues() $$,                                           true,  true,  true),
     ('types',                  $$ SELECT * FROM jobs.types() $$,                                            true,  true,  true),
+    ('transitions',            $$ SELECT * FROM jobs.transitions() $$,                                      true,  true,  true),
     ('reap',                   $$ SELECT * FROM jobs.reap() $$,                                             false, false, true),
     ('cancel',                 $$ SELECT jobs.cancel(0) $$,                                                 true,  false, true),
     ('replay',                 $$ SELECT jobs.replay(0) $$,                                                 false, false, true),
@@ -61,10 +62,10 @@ SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_admin'), false
 -- catalog view of the matrix.
 SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_producer', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
               $$ SELECT fn FROM calls WHERE producer $$,
-              'roles: jobs_producer holds EXECUTE on exactly submit, submit_many, fan_out, mark_enqueue_failed, cancel, get, events, children, signals, queues, types');
+              'roles: jobs_producer holds EXECUTE on exactly submit, submit_many, fan_out, mark_enqueue_failed, cancel, get, events, children, signals, queues, types, transitions');
 SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_worker', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
               $$ SELECT fn FROM calls WHERE worker $$,
-              'roles: jobs_worker holds EXECUTE on exactly claim, claim_many, claim_next, heartbeat, heartbeat_many, complete, complete_many, fail, fail_many, get, children, signals, queues, types');
+              'roles: jobs_worker holds EXECUTE on exactly claim, claim_many, claim_next, heartbeat, heartbeat_many, complete, complete_many, fail, fail_many, get, children, signals, queues, types, transitions');
 SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_admin', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
               $$ SELECT fn FROM calls $$,
               'roles: jobs_admin holds EXECUTE on every public function');
