@@ -22,83 +22,106 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    ended_ids bigint[];
-    applied_ords bigint[];
-    applied jobs.outcome[];
+    ended_ids bigint[] := '{}';
+    applied_ords bigint[] := '{}';
+    applied jobs.outcome[] := '{}';
     woken_by bigint[] := '{}';
     woken bigint[] := '{}';
     n integer := cardinality(job_ids);
+    pending bigint[];          -- NULL: every item (the first round)
+    round_ended bigint[];
+    round_ords bigint[];
+    round_outcomes jobs.outcome[];
+    decided_count integer;
+    rounds integer := 0;
 BEGIN
-    WITH input AS (
-        SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord
-          FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
-                      finish_leases.verdicts, finish_leases.results, finish_leases.errors)
-               WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, ord)
-    ), held AS (
-        -- The authority predicate. FOR UPDATE re-checks it on the newest row version after
-        -- waiting for a lock, and locks in id order so concurrent batches cannot deadlock.
-        -- A repeated id that holds the lease more than once is applied once (its first item).
-        SELECT DISTINCT ON (x.id) x.*
-          FROM (SELECT i.id, i.worker, i.verdict, i.result, i.error, i.ord,
-                       j.retry_count, j.max_retries, j.cancel_requested_at, j.kind
-                  FROM input AS i
-                  JOIN jobs.job AS j ON j.id = i.id
-                 WHERE j.status = 'processing'
-                   AND j.owned_by = i.worker
-                   AND j.lease_version = i.lease_version
-                 ORDER BY j.id
-                   FOR UPDATE OF j) AS x
-         ORDER BY x.id, x.ord
-    ), decided AS (
-        -- The next-state rule (reliability contract §4; docs/sql-api.md "Leaving processing").
-        SELECT h.*, d.next_status, d.reason
-          FROM held AS h
-         CROSS JOIN LATERAL (
-               SELECT CASE WHEN h.verdict = 'done' THEN 'done'::jobs.status
-                           WHEN h.cancel_requested_at IS NOT NULL OR h.verdict = 'fatal'
-                             OR h.retry_count + 1 > h.max_retries THEN 'failed'::jobs.status
-                           ELSE 'queued'::jobs.status END AS next_status,
-                      CASE WHEN h.verdict = 'done' THEN 'completed'
-                           WHEN h.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                           WHEN h.verdict = 'fatal' THEN 'failed'
-                           WHEN h.retry_count + 1 > h.max_retries THEN 'exhausted'
-                           WHEN h.verdict = 'expired' THEN 'reaped'
-                           ELSE 'retried' END AS reason) AS d
-    ), finished AS (
-        UPDATE jobs.job AS j
-           SET status = d.next_status,
-               result = CASE WHEN d.verdict = 'done' THEN d.result END,
-               error = CASE WHEN d.verdict = 'done' THEN j.error ELSE d.error END,
-               retry_count = j.retry_count + CASE WHEN d.verdict = 'done' THEN 0 ELSE 1 END,
-               -- done keeps who finished it and when it started; failed and requeued clear them.
-               owned_by = CASE WHEN d.verdict = 'done' THEN j.owned_by END,
-               claimed_at = CASE WHEN d.verdict = 'done' THEN j.claimed_at END,
-               lease_expires_at = NULL,
-               lease_version = j.lease_version + CASE WHEN d.next_status = 'queued' THEN 1 ELSE 0 END,
-               -- A reaped job is due at once; a failed attempt waits for its kind's backoff
-               -- (looked up only then: completions, the common case, never need it).
-               run_after = CASE WHEN d.next_status <> 'queued' THEN j.run_after
-                                WHEN d.verdict = 'expired' THEN now()
-                                ELSE now() + (SELECT jobs.backoff_delay(j.retry_count + 1, t.backoff_base, t.backoff_max)
-                                                FROM jobs.job_type AS t WHERE t.kind = j.kind) END,
-               finished_at = CASE WHEN d.next_status = 'queued' THEN NULL ELSE now() END,
-               updated_at = now()
-          FROM decided AS d
-         WHERE j.id = d.id
-        RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key,
-                  d.worker, d.reason, d.verdict, d.error, d.ord
-    ), logged AS (
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
-        SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, f.reason,
-               CASE WHEN f.verdict <> 'done' THEN f.error END
-          FROM finished AS f
-    )
-    SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'
-                                              AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL)), '{}'),
-           coalesce(array_agg(f.ord ORDER BY f.ord), '{}'),
-           coalesce(array_agg((f.id, true, f.status, f.run_after, '{}')::jobs.outcome ORDER BY f.ord), '{}')
-      INTO ended_ids, applied_ords, applied
-      FROM finished AS f;
+    -- No explicit row locks: the UPDATE itself waits for a concurrent writer and then
+    -- re-checks its WHERE on the newest row version. A row whose facts changed meanwhile (a
+    -- cancel request, a reaper's requeue) is left alone by this round and decided again in
+    -- the next one, from what it says then. Usually there is one round.
+    LOOP
+        rounds := rounds + 1;
+        WITH input AS (
+            SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord
+              FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
+                          finish_leases.verdicts, finish_leases.results, finish_leases.errors)
+                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, ord)
+             WHERE pending IS NULL OR i.ord = ANY (pending)
+        ), decided AS (
+            -- The authority predicate, and the next-state rule (reliability contract §4;
+            -- docs/sql-api.md "Leaving processing") on what the row says now. A repeated id
+            -- that holds the lease more than once is applied once (its first item). In id
+            -- order, so concurrent batches update rows in the same order: no deadlock.
+            SELECT DISTINCT ON (i.id) i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord,
+                   cur.retry_count, cur.max_retries, cur.cancel_requested_at IS NOT NULL AS cancel_asked,
+                   CASE WHEN i.verdict = 'done' THEN 'done'::jobs.status
+                        WHEN cur.cancel_requested_at IS NOT NULL OR i.verdict = 'fatal'
+                          OR cur.retry_count + 1 > cur.max_retries THEN 'failed'::jobs.status
+                        ELSE 'queued'::jobs.status END AS next_status,
+                   CASE WHEN i.verdict = 'done' THEN 'completed'
+                        WHEN cur.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                        WHEN i.verdict = 'fatal' THEN 'failed'
+                        WHEN cur.retry_count + 1 > cur.max_retries THEN 'exhausted'
+                        WHEN i.verdict = 'expired' THEN 'reaped'
+                        ELSE 'retried' END AS reason
+              FROM input AS i
+              JOIN jobs.job AS cur ON cur.id = i.id
+             WHERE cur.status = 'processing'
+               AND cur.owned_by = i.worker
+               AND cur.lease_version = i.lease_version
+             ORDER BY i.id, i.ord
+        ), finished AS (
+            UPDATE jobs.job AS j
+               SET status = d.next_status,
+                   result = CASE WHEN d.verdict = 'done' THEN d.result END,
+                   error = CASE WHEN d.verdict = 'done' THEN j.error ELSE d.error END,
+                   retry_count = j.retry_count + CASE WHEN d.verdict = 'done' THEN 0 ELSE 1 END,
+                   -- done keeps who finished it and when it started; failed and requeued clear them.
+                   owned_by = CASE WHEN d.verdict = 'done' THEN j.owned_by END,
+                   claimed_at = CASE WHEN d.verdict = 'done' THEN j.claimed_at END,
+                   lease_expires_at = NULL,
+                   lease_version = j.lease_version + CASE WHEN d.next_status = 'queued' THEN 1 ELSE 0 END,
+                   -- A reaped job is due at once; a failed attempt waits for its kind's backoff
+                   -- (looked up only then: completions, the common case, never need it).
+                   run_after = CASE WHEN d.next_status <> 'queued' THEN j.run_after
+                                    WHEN d.verdict = 'expired' THEN now()
+                                    ELSE now() + (SELECT jobs.backoff_delay(j.retry_count + 1, t.backoff_base, t.backoff_max)
+                                                    FROM jobs.job_type AS t WHERE t.kind = j.kind) END,
+                   finished_at = CASE WHEN d.next_status = 'queued' THEN NULL ELSE now() END,
+                   updated_at = now()
+              FROM decided AS d
+             WHERE j.id = d.id
+               -- Re-checked on the newest version after a lock wait: the lease is still held...
+               AND j.status = 'processing'
+               AND j.owned_by = d.worker
+               AND j.lease_version = d.lease_version
+               -- ...and the facts the next state was decided on still hold.
+               AND j.retry_count = d.retry_count
+               AND j.max_retries = d.max_retries
+               AND (j.cancel_requested_at IS NOT NULL) = d.cancel_asked
+            RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key,
+                      d.worker, d.reason, d.verdict, d.error, d.ord
+        ), logged AS (
+            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
+            SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, f.reason,
+                   CASE WHEN f.verdict <> 'done' THEN f.error END
+              FROM finished AS f
+        )
+        SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'
+                                                  AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL)), '{}'),
+               coalesce(array_agg(f.ord ORDER BY f.ord), '{}'),
+               coalesce(array_agg((f.id, true, f.status, f.run_after, '{}')::jobs.outcome ORDER BY f.ord), '{}'),
+               (SELECT count(*) FROM decided)
+          INTO round_ended, round_ords, round_outcomes, decided_count
+          FROM finished AS f;
+
+        ended_ids := ended_ids || round_ended;
+        applied_ords := applied_ords || round_ords;
+        applied := applied || round_outcomes;
+        -- Every item that held its lease was applied: nothing is left to decide again.
+        EXIT WHEN cardinality(round_ords) = decided_count OR rounds >= 10;
+        pending := ARRAY(SELECT o FROM generate_series(1, n) AS o WHERE NOT (o = ANY (applied_ords)));
+    END LOOP;
 
     -- Only a job with a coordinator or an ordering key can have kept another one waiting.
     IF cardinality(ended_ids) > 0 THEN
@@ -107,7 +130,7 @@ BEGIN
           FROM jobs.release_dependents(ended_ids) AS w;
     END IF;
 
-    IF cardinality(applied_ords) = n AND cardinality(woken) = 0 THEN
+    IF cardinality(applied_ords) = n AND rounds = 1 AND cardinality(woken) = 0 THEN
         -- Every item applied, nothing woken (the common case): the outcomes are known.
         RETURN QUERY SELECT * FROM unnest(applied);
         RETURN;
