@@ -8,6 +8,8 @@ import threading
 
 import psycopg
 
+from conftest import wait_until
+
 
 def _claimed(conn, n, lease="15 seconds"):
     conn.execute("SELECT jobs.define_type('hb', lease_timeout => %s)", (lease,))
@@ -62,3 +64,31 @@ def test_worker_and_reaper_racing_for_one_expired_lease_apply_exactly_one_exit(c
     exits = conn.execute(
         "SELECT job_id, count(*) FROM jobs.event WHERE reason IN ('completed', 'reaped') GROUP BY job_id").fetchall()
     assert sorted(exits) == sorted((i, 1) for i, _ in leases)
+
+
+def test_a_failure_decided_before_a_concurrent_cancel_is_decided_again(conn, clean_db):
+    """fail_many reads the row (no cancel yet: 'retried'), then waits on the row lock of a
+    transaction that requests a cancel. After that commits, the same call must end the job
+    as cancelled, not requeue it on a decision made from stale facts."""
+    [(job_id, version)] = _claimed(conn, 1)
+    with psycopg.connect(clean_db) as canceller, psycopg.connect(clean_db, autocommit=True) as failer:
+        canceller.execute("SELECT jobs.cancel(%s)", (job_id,))  # holds the row lock, uncommitted
+        failer_pid = failer.execute("SELECT pg_backend_pid()").fetchone()[0]
+        out = {}
+
+        def fail():
+            out["rows"] = failer.execute(
+                "SELECT job_id, accepted, status FROM jobs.fail_many(%s, 'w1', %s, %s, %s)",
+                ([job_id], [version], ["HTTP 503"], [True])).fetchall()
+
+        t = threading.Thread(target=fail)
+        t.start()
+        wait_until(lambda: conn.execute(
+            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (failer_pid,)).fetchone()[0],
+            what="fail_many waiting on the row lock")
+        canceller.commit()
+        t.join(timeout=30)
+    assert out["rows"] == [(job_id, True, "failed")]
+    reasons = [r[0] for r in conn.execute(
+        "SELECT reason FROM jobs.events(%s)", (job_id,)).fetchall()]
+    assert reasons == ["submitted", "claimed", "cancel_requested", "cancelled"]
