@@ -1,6 +1,7 @@
 -- Deploy jobfence:claim_next to pg
 -- requires: grant_leases
 -- requires: check_worker
+-- requires: queues
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.claim_next(worker text, queues text[] DEFAULT NULL, max_jobs integer DEFAULT 1)
 RETURNS SETOF jobs.lease
@@ -23,29 +24,26 @@ BEGIN
     -- Oldest due first (run_after, id), read in index order: a plain "queue = ANY (queues)"
     -- could not use that order and would sort the whole backlog. Each statement is simple
     -- enough for a generic plan, so a call is not re-planned (see the SET clause).
+    -- Every queue in use when none is named: the same per-queue reads, so the one index on
+    -- queued jobs (queue, run_after, id) serves both forms.
     IF queues IS NULL THEN
-        -- status = 'queued' repeats the view's rule so the partial index can serve the scan.
-        picked := ARRAY(SELECT c.id FROM jobs.claimable AS c
-                         WHERE c.status = 'queued'
-                         ORDER BY c.run_after, c.id
-                         LIMIT max_jobs
-                         FOR UPDATE SKIP LOCKED);
-    ELSE
-        -- Per queue, then the overall oldest win; rows locked but not picked are released
-        -- when this transaction ends.
-        FOR queue_name IN SELECT DISTINCT q.name FROM unnest(claim_next.queues) AS q(name) WHERE q.name IS NOT NULL LOOP
-            candidates := candidates || ARRAY(
-                SELECT c.id FROM jobs.claimable AS c
-                 WHERE c.status = 'queued' AND c.queue = queue_name
-                 ORDER BY c.run_after, c.id
-                 LIMIT max_jobs
-                 FOR UPDATE SKIP LOCKED);
-        END LOOP;
-        picked := ARRAY(SELECT j.id FROM jobs.job AS j
-                         WHERE j.id = ANY (candidates)
-                         ORDER BY j.run_after, j.id
-                         LIMIT max_jobs);
+        queues := ARRAY(SELECT q.queue FROM jobs.queues() AS q);
     END IF;
+    -- Per queue, then the overall oldest win; rows locked but not picked are released
+    -- when this transaction ends. status = 'queued' repeats the view's rule so the
+    -- partial index can serve the scan.
+    FOR queue_name IN SELECT DISTINCT q.name FROM unnest(claim_next.queues) AS q(name) WHERE q.name IS NOT NULL LOOP
+        candidates := candidates || ARRAY(
+            SELECT c.id FROM jobs.claimable AS c
+             WHERE c.status = 'queued' AND c.queue = queue_name
+             ORDER BY c.run_after, c.id
+             LIMIT max_jobs
+             FOR UPDATE SKIP LOCKED);
+    END LOOP;
+    picked := ARRAY(SELECT j.id FROM jobs.job AS j
+                     WHERE j.id = ANY (candidates)
+                     ORDER BY j.run_after, j.id
+                     LIMIT max_jobs);
     RETURN QUERY SELECT * FROM jobs.grant_leases(picked, worker);
 END $$;
 COMMENT ON FUNCTION jobs.claim_next(text, text[], integer) IS

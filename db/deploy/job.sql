@@ -43,10 +43,9 @@ COMMENT ON TABLE jobs.job IS 'One row per job: the single source of truth. Writt
 REVOKE ALL ON jobs.job FROM PUBLIC;
 
 -- Hot paths, each served by a partial index so millions of terminal rows are never scanned.
--- claim_next for given queues and stale_queued: due jobs of one queue, oldest due first.
+-- claim_next and stale_queued: due jobs of one queue, oldest due first (claim_next over
+-- every queue reads each queue in turn); jobs.queues skips along it from queue to queue.
 CREATE INDEX job_queued_by_queue_idx ON jobs.job (queue, run_after, id) WHERE status = 'queued';
--- claim_next over every queue.
-CREATE INDEX job_queued_idx ON jobs.job (run_after, id) WHERE status = 'queued';
 -- reap: expired leases.
 CREATE INDEX job_lease_expiry_idx ON jobs.job (lease_expires_at) WHERE status = 'processing';
 -- recover_enqueue_failed.
