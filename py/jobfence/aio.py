@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 import psycopg
 import redis
 import redis.asyncio as aioredis
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -71,24 +71,28 @@ class AsyncClient:
         return job.id
 
     async def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
-        jobs = await self._all(sql.SUBMIT_MANY,
-                               {"specs": Jsonb([Client._normalise(s) for s in specs])}, rows.JOB)
-        await self._signal(jobs)
-        return [j.id for j in jobs]
+        submitted = await self._all(sql.SUBMIT_MANY_SIGNALS,
+                                    {"specs": Jsonb([Client._normalise(s) for s in specs])}, tuple_row)
+        await self._push([(job_id, queue, due) for job_id, queue, due, waits in submitted if waits])
+        return [row[0] for row in submitted]
 
     async def get(self, job_id: int) -> rows.Job:
         return (await self._all(sql.GET, {"job_id": job_id}, rows.JOB))[0]
 
     async def _signal(self, jobs: Iterable[rows.Job]) -> None:
-        todo = [j for j in jobs if j.status == "queued" and not (j.pending_children or 0)]
+        await self._push([(j.id, j.queue, j.run_after) for j in jobs
+                          if j.status == "queued" and not (j.pending_children or 0)])
+
+    async def _push(self, todo: list) -> None:
+        """One Redis pipeline for the batch; on failure park it for the reaper."""
         if not todo:
             return
         try:
             pipe = self.redis.pipeline(transaction=False)
-            fill_pipeline(pipe, ((j.id, j.queue, j.run_after) for j in todo))
+            fill_pipeline(pipe, todo)
             await pipe.execute()
         except (redis.RedisError, OSError) as exc:
-            ids = [j.id for j in todo]
+            ids = [job_id for job_id, _, _ in todo]
             await self._all(sql.MARK_ENQUEUE_FAILED, {"job_ids": ids})
             jlog.event(logger, logging.WARNING, "enqueue_failed",
                        "Redis push failed after commit; parked as enqueue_failed for the reaper",

@@ -57,9 +57,10 @@ class Client:
         """Submit many jobs in one transaction: each spec is a dict with ``kind`` and
         optionally ``payload``, ``idempotency_key``, ``run_after``, ``ordering_key`` — or a
         ``(kind, payload)`` tuple. Returns ids in spec order."""
-        jobs = self.db.submit_many([self._normalise(s) for s in specs])
-        self._signal(jobs)
-        return [j.id for j in jobs]
+        submitted = self.db.submit_many_signals([self._normalise(s) for s in specs])
+        # An idempotent repeat may be a finished job; a coordinator waits for its children.
+        self._push([(job_id, queue, due) for job_id, queue, due, waits in submitted if waits])
+        return [row[0] for row in submitted]
 
     def fan_out(self, children: Sequence[dict | tuple], then: dict | tuple) -> int:
         """Submit children and a coordinator that becomes claimable once every child is

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, Sequence
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -104,6 +104,11 @@ class Database:
 
     def submit_many(self, specs: Sequence[dict]) -> list[rows.Job]:
         return self._all(sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)
+
+    def submit_many_signals(self, specs: Sequence[dict]) -> list[tuple[int, str, datetime, bool]]:
+        """``submit_many`` answering, in spec order, (id, queue, run_after, waits_for_signal)
+        only: what a producer pushes, without decoding whole job rows."""
+        return self._all(sql.SUBMIT_MANY_SIGNALS, {"specs": Jsonb(list(specs))}, tuple_row)
 
     def fan_out(self, children: Sequence[dict], then_spec: dict) -> rows.Job:
         return self._one(sql.FAN_OUT, {"children": Jsonb(list(children)),
