@@ -1,0 +1,87 @@
+"""The pgbench ceilings: the bare statements a hand-rolled queue would run on a plain table
+of jobs.job's shape (submit = INSERT; claim = UPDATE … WHERE id = ANY … RETURNING; complete =
+UPDATE … SET status = 'done'), each statement its own transaction, from 2 clients."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+from .common import PLAIN_COLUMNS, Counters, Settings, figure, progress, reset
+
+CLIENTS = 2
+CLAIM = ("UPDATE plain_job SET status = 'processing', owned_by = 'bench-' || :client_id, "
+         "lease_version = lease_version + 1, claimed_at = now(), "
+         "lease_expires_at = now() + lease_timeout, updated_at = now() "
+         "WHERE id = ANY (:ids::bigint[]) AND status = 'queued' RETURNING id, lease_version;")
+COMPLETE = ("UPDATE plain_job SET status = 'done', result = '{\"ok\": true}', finished_at = now(), "
+            "updated_at = now(), lease_expires_at = NULL "
+            "WHERE id = ANY (:ids::bigint[]) AND owned_by = 'bench-' || :client_id AND lease_version = 1;")
+
+
+def plain_values(n: int) -> str:
+    """A literal VALUES list of n rows: the payloads are parsed per row, as a real one's are."""
+    return ",".join(f"('bench', 'default', '{{\"n\": {i}}}', 3, '15 s', '30 s')" for i in range(n))
+
+
+def script(batch: int) -> str:
+    insert = (f"WITH ins AS (INSERT INTO plain_job ({PLAIN_COLUMNS}) VALUES {plain_values(batch)} "
+              "RETURNING id) SELECT array_agg(id) AS ids FROM ins \\gset")
+    return "\n".join([insert, CLAIM, COMPLETE]) + "\n"
+
+
+def pgbench(settings: Settings, path, clients: int = CLIENTS) -> dict:
+    out = subprocess.run(
+        ["pgbench", "-n", "-M", "prepared", "-r", "-c", str(clients), "-j", str(clients),
+         "-T", str(max(1, round(settings.seconds))), "-f", str(path), settings.url],
+        capture_output=True, text=True, timeout=settings.seconds + 120)
+    if out.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {out.stderr.strip()[-800:]}")
+    tps = float(re.search(r"^tps = ([\d.]+)", out.stdout, re.M).group(1))
+    # -r prints one "latency(ms) statement" line per command, in script order.
+    lat = [float(m.group(1)) for m in re.finditer(r"^\s+([\d.]+)\s+\d+\s+(?:WITH|UPDATE|INSERT|SELECT)",
+                                                    out.stdout, re.M)]
+    if not lat:
+        lat = [float(m.group(1)) for m in re.finditer(r"^\s+([\d.]+)\s+(?:WITH|UPDATE|INSERT|SELECT)",
+                                                        out.stdout, re.M)]
+    return {"tps": tps, "statement_ms": lat}
+
+
+def run(settings: Settings, admin) -> dict:
+    results = {}
+    for batch in (1, 100):
+        path = settings.work / f"ceiling_{batch}.sql"
+        path.write_text(script(batch))
+        jobs, stmt = [], []
+        counters = Counters(admin, settings.dbname)
+        wal = []
+        for rep in range(settings.reps):
+            reset(admin)
+            before = counters.read()
+            r = pgbench(settings, path)
+            after = counters.read()
+            total_jobs = r["tps"] * batch * max(1, round(settings.seconds))
+            wal.append(Counters.delta(before, after)["lsn"] / total_jobs)
+            jobs.append(r["tps"] * batch)
+            stmt.append(r["statement_ms"])
+            progress(f"ceiling batch {batch}: run {rep + 1}/{settings.reps}: {jobs[-1]:,.0f} jobs/s")
+        names = ("insert", "claim", "complete")
+        per_stmt = {n: figure([s[i] for s in stmt if len(s) == 3], "ms") for i, n in enumerate(names)}
+        results[f"batch_{batch}"] = {"jobs_per_s": figure(jobs, "jobs/s"), "statement_ms": per_stmt,
+                                     "wal_bytes_per_job": figure(wal, "B/job"), "batch": batch,
+                                     "clients": CLIENTS}
+    reset(admin)
+    return results
+
+
+def insert_only(settings: Settings, conn, rows: int, keys: bool) -> float:
+    """One multi-row INSERT of `rows` rows into the plain table, from this connection: ms."""
+    payloads = [f'{{"n": {i}}}' for i in range(rows)]
+    keyvals = [f"k{time.monotonic_ns()}-{i}" for i in range(rows)] if keys else [None] * rows
+    t = time.perf_counter()
+    conn.execute(f"INSERT INTO plain_job ({PLAIN_COLUMNS}, idempotency_key) "
+                 "SELECT 'bench', 'default', p::jsonb, 3, '15 s', '30 s', k "
+                 "FROM unnest(%s::text[], %s::text[]) AS u(p, k) RETURNING id",
+                 (payloads, keyvals)).fetchall()
+    return (time.perf_counter() - t) * 1000

@@ -1,0 +1,152 @@
+"""Shared pieces: settings, figures (median of runs with min–max), the admin connection,
+table resets, WAL/transaction counters, child processes and progress lines."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+JOBFENCE = ROOT / ".venv" / "bin" / "jobfence"
+PLAIN_COLUMNS = "kind, queue, payload, max_retries, lease_timeout, timeout"
+
+
+@dataclass
+class Settings:
+    url: str
+    redis_url: str
+    quick: bool
+    reps: int = 3
+    seconds: float = 3.0          # length of one timed run
+    queue: str = "default"        # the e2e queue; unique per run so Redis keys never collide
+    work: Path = field(default_factory=lambda: Path("/tmp"))
+    profile: bool = False         # py-spy the judged configuration's first worker
+
+    @property
+    def dbname(self) -> str:
+        return self.url.rsplit("/", 1)[1]
+
+
+def progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def figure(runs: list[float], unit: str, **extra) -> dict:
+    """Median of the runs with min and max; the runs are kept for the JSON file."""
+    runs = [r for r in runs if r is not None]
+    if not runs:
+        return {"median": None, "min": None, "max": None, "unit": unit, "runs": [], **extra}
+    return {"median": statistics.median(runs), "min": min(runs), "max": max(runs),
+            "unit": unit, "runs": runs, **extra}
+
+
+def ratio(fig: dict | None, ceiling: dict | None) -> float | None:
+    if not fig or not ceiling or not fig.get("median") or not ceiling.get("median"):
+        return None
+    return fig["median"] / ceiling["median"]
+
+
+def connect(url: str, **kw) -> psycopg.Connection:
+    return psycopg.connect(url, autocommit=True, **kw)
+
+
+def scalar(conn: psycopg.Connection, sql: str, params=None):
+    row = conn.execute(sql, params).fetchone()
+    return row[0] if row else None
+
+
+def reset(conn: psycopg.Connection) -> None:
+    """Every timed run starts from empty tables so earlier runs' rows do not weigh on it.
+    CASCADE reaches whatever tables reference jobs.job in the deployed plan."""
+    conn.execute("TRUNCATE jobs.job CASCADE")
+    if scalar(conn, "SELECT to_regclass('public.plain_job') IS NOT NULL"):
+        conn.execute("TRUNCATE public.plain_job")
+    conn.execute("VACUUM ANALYZE jobs.job")
+    conn.execute("CHECKPOINT")  # a checkpoint inside a timed run is the noisiest thing there is
+
+
+def create_plain_table(conn: psycopg.Connection) -> None:
+    # The hand-rolled queue's table: the same columns, defaults, checks and indexes as
+    # jobs.job, with no foreign keys, no events, no functions in front of it.
+    conn.execute("DROP TABLE IF EXISTS public.plain_job")
+    conn.execute("CREATE TABLE public.plain_job (LIKE jobs.job INCLUDING ALL)")
+
+
+class Counters:
+    """WAL bytes (cluster-wide, so colleagues' traffic counts too: read the minimum) and
+    transactions committed in this database (exact) around a block of runs."""
+
+    def __init__(self, conn: psycopg.Connection, dbname: str):
+        self.conn, self.dbname = conn, dbname
+
+    def read(self) -> dict:
+        self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        lsn = scalar(self.conn, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
+        wal = scalar(self.conn, "SELECT wal_bytes FROM pg_stat_wal")
+        xact = scalar(self.conn, "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                      "WHERE datname = %s", (self.dbname,))
+        return {"lsn": float(lsn), "wal_bytes": float(wal or 0), "xact": int(xact or 0)}
+
+    @staticmethod
+    def delta(before: dict, after: dict) -> dict:
+        return {k: after[k] - before[k] for k in before}
+
+
+# -- child processes -------------------------------------------------------------------------
+_children: list[subprocess.Popen] = []
+
+
+def spawn(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+    fh = open(log, "ab")
+    proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})}, cwd=ROOT)
+    fh.close()
+    _children.append(proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    if proc in _children:
+        _children.remove(proc)
+
+
+def stop_all() -> None:
+    for proc in list(_children):
+        try:
+            stop(proc, grace=5.0)
+        except Exception:  # noqa: BLE001 — cleaning up after a failure must not fail
+            proc.kill()
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    # VmHWM is the process's peak resident set; read it before the process exits.
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,249 @@
+"""The table on stdout, the JSON file and the PNG charts under bench/results/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .common import ratio
+
+ROW = "{:<52} {:>12} {:>21} {:>9}  {}"
+
+
+def _fmt(x, unit="") -> str:
+    if x is None:
+        return "-"
+    if unit in ("ms", "MB") or abs(x) < 100:
+        return f"{x:,.2f}"
+    return f"{x:,.0f}"
+
+
+def _row(lines, label, fig, ceiling=None, note=""):
+    if not fig:
+        return
+    r = ratio(fig, ceiling) if ceiling else None
+    spread = f"{_fmt(fig['min'], fig['unit'])}–{_fmt(fig['max'], fig['unit'])}" if fig["min"] is not None else "-"
+    lines.append(ROW.format(label, _fmt(fig["median"], fig["unit"]) + " " * 0, spread,
+                            f"{r:.3f}" if r is not None else "", f"{fig['unit']} {note}".rstrip()))
+
+
+def table(res: dict) -> str:
+    lines = [ROW.format("figure", "median", "min–max", "ratio", "unit / ratio to"), "-" * 118]
+    ceil = res.get("ceilings", {})
+    c1, c100 = ceil.get("batch_1", {}), ceil.get("batch_100", {})
+    if ceil:
+        lines.append("1. pgbench ceilings (plain table, 2 clients)")
+        for name, c in (("unbatched", c1), ("batches of 100", c100)):
+            _row(lines, f"  {name}: jobs/s", c.get("jobs_per_s"))
+            for stmt, fig in c.get("statement_ms", {}).items():
+                _row(lines, f"  {name}: {stmt} statement ms", fig)
+            _row(lines, f"  {name}: WAL bytes/job", c.get("wal_bytes_per_job"))
+    sql = res.get("sql_path", {})
+    if sql:
+        lines.append("2. SQL path (2 connections, no Redis)")
+        stmt_of = {"submit_many": "insert", "claim": "claim", "complete_many": "complete"}
+        for name, r in sql.items():
+            c = c1 if r["batch"] == 1 else c100
+            label = f"  {'pipelined' if r['pipelined'] else 'call by call'} {r['claim']} batch {r['batch']}"
+            _row(lines, label + ": jobs/s", r["jobs_per_s"], c.get("jobs_per_s"),
+                 f"pgbench {'unbatched' if r['batch'] == 1 else 'batch 100'}")
+            for call, fig in r.get("call_ms", {}).items():
+                ceiling_ms = c.get("statement_ms", {}).get(stmt_of[call]) if r["batch"] in (1, 100) else None
+                _row(lines, f"    {call} ms per call", fig, ceiling_ms, "plain statement" if ceiling_ms else "")
+            _row(lines, label + ": WAL bytes/job", r.get("wal_bytes_per_job"), c.get("wal_bytes_per_job"), "pgbench")
+            _row(lines, label + ": transactions/job", r.get("transactions_per_job"))
+    sub = res.get("submit", {})
+    if sub:
+        lines.append("   submit 1,000 specs per call, one connection")
+        for keys in ("", "_keys"):
+            _row(lines, f"  submit_many{' (idempotency keys)' if keys else ''}: jobs/s",
+                 sub.get(f"submit_many{keys}", {}).get("jobs_per_s"),
+                 sub.get(f"plain_insert{keys}", {}).get("jobs_per_s"), "plain multi-row INSERT")
+            _row(lines, f"  plain INSERT{' (keys)' if keys else ''}: jobs/s", sub.get(f"plain_insert{keys}", {}).get("jobs_per_s"))
+            _row(lines, f"  submit_many{' (keys)' if keys else ''}: ms per call", sub.get(f"submit_many{keys}", {}).get("call_ms"),
+                 sub.get(f"plain_insert{keys}", {}).get("call_ms"), "plain INSERT")
+    prof = res.get("sql_profile", {})
+    if prof.get("functions"):
+        lines.append("   server time per job by jobs.* function (call by call, batch 100; self / total µs)")
+        for f in prof["functions"][:8]:
+            lines.append(f"     {f['function']:<30} {f['calls_per_job']:>7.3f} calls/job {f['self_us_per_job']:>9.1f} "
+                         f"{f['total_us_per_job']:>9.1f} µs/job")
+    e2e = res.get("e2e", {})
+    if e2e:
+        lines.append("3. end to end (producers → Redis → jobfence worker → done, relay running)")
+        if e2e.get("async_skipped"):
+            lines.append(f"  async handler: skipped ({e2e['async_skipped']})")
+        for r in e2e.get("configs", []):
+            label = f"  {r['workers']} worker(s) × batch {r['batch']} {r['handler']}"
+            if r.get("error"):
+                lines.append(f"{label}: failed: {r['error'].splitlines()[0][:70]}")
+                continue
+            c = c1 if r["batch"] == 1 else c100
+            _row(lines, label + ": jobs/s", r["jobs_per_s"], c.get("jobs_per_s"),
+                 f"pgbench {'unbatched' if r['batch'] == 1 else 'batch 100'}")
+            for which in ("start", "done"):
+                figs = [r.get(f"submit_to_{which}_{q}") for q in ("p50", "p95", "p99")]
+                if all(f and f["median"] is not None for f in figs):
+                    lines.append(ROW.format(f"    submit→{which} p50 / p95 / p99",
+                                            " / ".join(f"{f['median']:,.1f}" for f in figs), "", "", "ms"))
+            _row(lines, "    producer submit_many(1,000) ms", r.get("submit_many_ms"))
+            per = r.get("jobs_per_call") or {}
+            if per.get("claim"):
+                lines.append(ROW.format("    jobs per claim_many / per complete_many", f"{per['claim']:.1f}",
+                                        f"{per['complete'] or 0:.1f}", "", "jobs (1 run)"))
+            if r.get("transactions_per_job") is not None:
+                lines.append(ROW.format("    transactions / WAL bytes per job", f"{r['transactions_per_job']:.3f}",
+                                        f"{r['wal_bytes_per_job']:,.0f}", "", "xact, B (1 run)"))
+            _row(lines, "    worker peak RSS", r.get("worker_rss_mb"))
+            for tag, prof in (r.get("profile") or {}).items():
+                if not prof.get("self"):
+                    continue
+                lines.append(f"    py-spy {tag.split('-')[0]}: {prof['busy_share']:.0%} of a core's samples busy or "
+                             f"waiting on PostgreSQL; top self time ({prof['file']}):")
+                for frame, share in prof["self"][:8]:
+                    lines.append(f"      {share:6.1%}  {frame[:100]}")
+        for r in e2e.get("configs", []):
+            rest = r.get("at_rest")
+            if rest:
+                lines.append(f"4. latency at rest (one job at a time, {r['workers']} workers × batch {r['batch']})")
+                for key in ("submit_to_start_p50", "submit_to_start_p99", "submit_to_done_p50", "submit_to_done_p99"):
+                    _row(lines, "  " + key.replace("_to_", "→").replace("_p", " p"), rest.get(key))
+    scale = res.get("scale", {})
+    if scale:
+        lines.append("5. scale (SQL path call by call, batch 100; claim_next of 1)")
+        empty = scale["states"].get("empty", {})
+        for name, s in scale["states"].items():
+            _row(lines, f"  {name}: jobs/s", s["jobs_per_s"])
+            if s.get("vs_ceiling"):
+                _row(lines, f"  {name}: jobs/s ÷ pgbench batch 100", s["vs_ceiling"],
+                     empty.get("vs_ceiling") if name != "empty" else None,
+                     "empty table's" if name != "empty" else "")
+            _row(lines, f"  {name}: claim_next p50 ms", s["claim_next_p50"])
+            _row(lines, f"  {name}: claim_next p99 ms", s["claim_next_p99"])
+        b = scale.get("bytes_per_million_done")
+        if b:
+            lines.append("  bytes per million done jobs (with their 3 events): " + ", ".join(
+                f"{k} {v / 2**20:,.0f} MiB" for k, v in b.items()))
+    lines += targets(res)
+    return "\n".join(lines)
+
+
+def _median(fig):
+    return (fig or {}).get("median")
+
+
+def targets(res: dict) -> list[str]:
+    """Issue 7's targets next to what this run measured (informative: nothing here fails)."""
+    ceil = res.get("ceilings", {})
+    c1 = _median(ceil.get("batch_1", {}).get("jobs_per_s"))
+    c100 = _median(ceil.get("batch_100", {}).get("jobs_per_s"))
+    out = ["", f"{'targets (issue 7)':<53} measured"]
+
+    def add(label, text):
+        out.append(f"  {label:<51} {text}")
+
+    sql = res.get("sql_path", {})
+    best = max((_median(r["jobs_per_s"]) or 0 for r in sql.values() if r["batch"] == 100), default=None)
+    if best:
+        add("SQL path, batches of 100, 2 conn >= 20,000 jobs/s", f"{best:,.0f} jobs/s")
+    configs = {(c["workers"], c["batch"], c["handler"]): c for c in res.get("e2e", {}).get("configs", [])}
+    judged = configs.get((2, 100, "sync"))
+    if judged and not judged.get("error"):
+        j = _median(judged["jobs_per_s"])
+        add("end to end 2 x batch 100 >= 10,000 jobs/s, >= 0.18 x", f"{j:,.0f} jobs/s = {j / c100:.3f} x ceiling {c100:,.0f}"
+            if c100 else f"{j:,.0f} jobs/s")
+        if judged.get("worker_rss_mb"):
+            add("worker RSS < 80 MB", f"{_median(judged['worker_rss_mb']):.1f} MB peak")
+        rest = judged.get("at_rest")
+        if rest:
+            add("idle submit->start p50 < 5 ms, p99 < 20 ms",
+                f"p50 {_median(rest['submit_to_start_p50']):.2f} ms, p99 {_median(rest['submit_to_start_p99']):.2f} ms")
+    sub = res.get("submit", {})
+    if sub.get("submit_many_keys"):
+        s, p = _median(sub["submit_many_keys"]["jobs_per_s"]), _median(sub["plain_insert_keys"]["jobs_per_s"])
+        add("submit_many 1,000/call (keys) >= 20,000 jobs/s", f"{s:,.0f} jobs/s = {s / p:.3f} x plain INSERT")
+    b1 = [c for c in configs.values() if c["batch"] == 1 and not c.get("error")]
+    if b1 and c1:
+        j = max(_median(c["jobs_per_s"]) for c in b1)
+        add("batch 1 >= 0.6 x unbatched ceiling", f"{j:,.0f} jobs/s = {j / c1:.3f} x {c1:,.0f}")
+    states = res.get("scale", {}).get("states", {})
+    if "empty" in states:
+        biggest = [k for k in states if k.startswith("terminal_")]
+        if biggest:
+            k = biggest[-1]
+            key = "vs_ceiling" if states[k].get("vs_ceiling") else "jobs_per_s"
+            r = _median(states[k][key]) / _median(states["empty"][key])
+            add(f"{k.split('_')[1]} terminal rows >= 0.9 x empty (10 M asked)", f"{r:.3f} x")
+    return out
+
+
+def charts(res: dict, out: Path) -> list[Path]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    configs = [c for c in res.get("e2e", {}).get("configs", []) if not c.get("error")]
+    if configs:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        handlers = sorted({c["handler"] for c in configs})
+        batches = sorted({c["batch"] for c in configs})
+        for h in handlers:
+            for b in batches:
+                pts = sorted((c["workers"], c["jobs_per_s"]["median"], c["jobs_per_s"]["min"], c["jobs_per_s"]["max"])
+                             for c in configs if c["handler"] == h and c["batch"] == b)
+                if pts:
+                    xs, ys, lo, hi = zip(*pts)
+                    ax.errorbar(xs, ys, yerr=[[y - l for y, l in zip(ys, lo)], [h_ - y for y, h_ in zip(ys, hi)]],
+                                marker="o", capsize=3, label=f"{h}, batch {b}")
+        c100 = res.get("ceilings", {}).get("batch_100", {}).get("jobs_per_s", {}).get("median")
+        if c100:
+            ax.axhline(c100, linestyle="--", color="grey", label="pgbench ceiling, batch 100")
+        ax.set_xlabel("worker processes")
+        ax.set_ylabel("jobs/s")
+        ax.set_yscale("log")
+        ax.set_xticks(sorted({c["workers"] for c in configs}))
+        ax.set_title("end to end throughput (median of 3, min–max)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / "throughput.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+    curves = []
+    for c in configs:
+        if c.get("cdf", {}).get("done_ms"):
+            tag = f"{c['workers']}×{c['batch']} {c['handler']}"
+            curves.append((f"{tag} submit→start", c["cdf"]["start_ms"]))
+            curves.append((f"{tag} submit→done", c["cdf"]["done_ms"]))
+        if c.get("at_rest", {}).get("cdf", {}).get("done_ms"):
+            curves.append(("at rest submit→start", c["at_rest"]["cdf"]["start_ms"]))
+            curves.append(("at rest submit→done", c["at_rest"]["cdf"]["done_ms"]))
+    if curves:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for label, xs in curves:
+            xs = sorted(max(x, 0.01) for x in xs)
+            ax.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("ms")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_title("latency CDF")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "latency_cdf.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+    return made
+
+
+def write(res: dict, out: Path, stamp: str, latest: bool = True) -> tuple[Path, list[Path]]:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"bench-{stamp}.json"
+    path.write_text(json.dumps(res, indent=1, default=str))
+    if not latest:  # an interrupted run keeps its JSON but not the charts and latest.json
+        return path, []
+    (out / "latest.json").write_text(path.read_text())
+    return path, charts(res, out)

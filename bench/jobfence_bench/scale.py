@@ -1,0 +1,127 @@
+"""Scale: the SQL path's throughput and claim latency with 0, 1 M and 10 M terminal rows
+(quick: 0 and 100 k) and with a 1 M-job backlog (quick: 50 k), and what a million jobs
+cost on disk.
+
+Rows are generated straight into jobs.job and jobs.event as the owner, in the shape the
+functions write (a done job carries its submitted, claimed and completed events), so the
+set-up takes seconds per million instead of the minutes the API would."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from . import ceilings, sqlpath
+from .common import Settings, connect, figure, progress, reset, scalar
+
+CHUNK = 1_000_000
+TERMINAL = """
+INSERT INTO jobs.job (kind, queue, payload, status, result, created_at, updated_at, claimed_at,
+                      finished_at, owned_by, lease_version, max_retries, lease_timeout, timeout, run_after)
+SELECT 'bench', 'default', jsonb_build_object('n', g), 'done', '{"ok": true}', t - interval '2 s', t,
+       t - interval '1 s', t, 'w', 1, 3, '15 s', '30 s', t - interval '2 s'
+  FROM generate_series(1, %(n)s) AS g, (SELECT now() - interval '1 day' AS t) AS x
+"""
+QUEUED = """
+INSERT INTO jobs.job (kind, queue, payload, max_retries, lease_timeout, timeout, run_after, created_at, updated_at)
+SELECT 'bench', 'default', jsonb_build_object('n', g), 3, '15 s', '30 s', t, t, t
+  FROM generate_series(1, %(n)s) AS g, (SELECT now() - interval '1 hour' AS t) AS x
+"""
+EVENTS = """
+INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
+SELECT j.id, j.created_at, e.f::jobs.status, e.t::jobs.status, e.v, e.w, e.r
+  FROM jobs.job AS j
+  CROSS JOIN (VALUES (NULL, 'queued', 0, NULL, 'submitted'), ('queued', 'processing', 1, 'w', 'claimed'),
+                     ('processing', 'done', 1, 'w', 'completed')) AS e(f, t, v, w, r)
+ WHERE j.id > %(after)s AND (j.status = 'done' OR e.r = 'submitted')
+"""
+SIZES = """
+SELECT pg_relation_size('jobs.job'), pg_indexes_size('jobs.job') + coalesce(pg_relation_size(reltoastrelid), 0),
+       pg_relation_size('jobs.event'), pg_indexes_size('jobs.event')
+  FROM pg_class WHERE oid = 'jobs.job'::regclass
+"""
+
+
+def load(admin, n: int, sql: str, what: str) -> None:
+    left = n
+    while left > 0:
+        step = min(CHUNK, left)
+        after = scalar(admin, "SELECT coalesce(max(id), 0) FROM jobs.job")
+        with admin.transaction():
+            # The event rows point at jobs inserted in this same transaction: the per-row
+            # foreign-key check would only triple the load time.
+            admin.execute("SET LOCAL session_replication_role = replica")
+            admin.execute(sql, {"n": step})
+            admin.execute(EVENTS, {"after": after})
+        left -= step
+        progress(f"scale: loaded {n - left:,}/{n:,} {what} jobs")
+    admin.execute("VACUUM ANALYZE jobs.job")
+    # jobs.event too, as on a server that accumulated these rows over time: otherwise
+    # autovacuum (where it is on) may start on tens of millions of new rows mid-measurement.
+    admin.execute("VACUUM ANALYZE jobs.event")
+    admin.execute("CHECKPOINT")
+
+
+def claim_latency(settings: Settings, admin, calls: int) -> dict:
+    """claim_next(…, 1) one call at a time, oldest due job first, like an idle worker without
+    Redis; the claimable jobs are submitted through the API first when there is no backlog."""
+    if not scalar(admin, "SELECT count(*) FROM (SELECT 1 FROM jobs.job WHERE status = 'queued' LIMIT %s) q", (calls,)) >= calls:
+        admin.execute("SELECT count(*) FROM jobs.submit_many(%s::jsonb)", (sqlpath.specs_json(calls),))
+    ms = []
+    with connect(settings.url) as conn:
+        for _ in range(calls):
+            t = time.perf_counter()
+            conn.execute("SELECT job_id FROM jobs.claim_next('bench-scale', ARRAY['default'], 1)").fetchall()
+            ms.append((time.perf_counter() - t) * 1000)
+    ms.sort()
+    return {"p50": ms[len(ms) // 2], "p99": ms[int(len(ms) * 0.99)]}
+
+
+def state(settings: Settings, admin, name: str) -> dict:
+    rates, norm, p50, p99 = [], [], [], []
+    script = settings.work / "ceiling_100.sql"
+    script.write_text(ceilings.script(100))
+    calls = 200 if settings.quick else 500
+    short = dataclasses.replace(settings, seconds=1.0) if settings.quick else settings
+    for rep in range(settings.reps):
+        rates.append(sqlpath.measure(short, 100, "claim_many", False))
+        # The batch-100 ceiling next to each run, on its small plain table: the machine's
+        # load drifts over the minutes the loading takes, the ratio to the ceiling does not.
+        admin.execute("TRUNCATE public.plain_job")
+        norm.append(rates[-1] / (ceilings.pgbench(short, script)["tps"] * 100))
+        lat = claim_latency(settings, admin, calls)
+        p50.append(lat["p50"])
+        p99.append(lat["p99"])
+    out = {"jobs_per_s": figure(rates, "jobs/s"), "vs_ceiling": figure(norm, "x pgbench batch 100"),
+           "claim_next_p50": figure(p50, "ms"),
+           "claim_next_p99": figure(p99, "ms"),
+           "rows": scalar(admin, "SELECT count(*) FROM jobs.job")}
+    progress(f"scale {name}: {out['jobs_per_s']['median']:,.0f} jobs/s "
+             f"({out['vs_ceiling']['median']:.3f} x the ceiling), claim_next p50 "
+             f"{out['claim_next_p50']['median']:.2f} ms")
+    return out
+
+
+def run(settings: Settings, admin) -> dict:
+    steps = [100_000] if settings.quick else [1_000_000, 9_000_000]
+    backlog = 50_000 if settings.quick else 1_000_000
+    reset(admin)
+    results = {"states": {}}
+    results["states"]["empty"] = state(settings, admin, "empty")
+    total = 0
+    for step in steps:
+        before = admin.execute(SIZES).fetchone()
+        load(admin, step, TERMINAL, "terminal")
+        after = admin.execute(SIZES).fetchone()
+        total += step
+        per_m = [(a - b) * 1_000_000 / step for a, b in zip(after, before)]
+        results.setdefault("bytes_per_million_done", {
+            "job_table": per_m[0], "job_indexes": per_m[1], "event_table": per_m[2],
+            "event_indexes": per_m[3], "total": sum(per_m)})
+        results["states"][f"terminal_{total}"] = state(settings, admin, f"{total:,} terminal rows")
+    load(admin, backlog, QUEUED, "queued")
+    results["states"][f"backlog_{backlog}"] = state(settings, admin, f"{backlog:,}-job backlog")
+    results["terminal_steps"] = steps
+    results["backlog"] = backlog
+    reset(admin)
+    return results
