@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -26,6 +27,12 @@ class Task:
     queue: str
     options: dict = field(default_factory=dict)
     transactional: bool = False
+    # "thread" (sync handlers), "async" (``async def`` handlers, on the worker's event loop)
+    # or "process" (a child process the worker kills at the job's timeout).
+    executor: str = "thread"
+
+
+EXECUTORS = ("thread", "async", "process")
 
 
 class App:
@@ -56,14 +63,23 @@ class App:
              backoff_max: float | timedelta | None = None,
              max_payload_bytes: int | None = None,
              slo_latency: float | timedelta | None = None, slo_target: float | None = None,
-             transactional: bool = False) -> Callable[[Handler], Handler]:
+             transactional: bool = False,
+             executor: str | None = None) -> Callable[[Handler], Handler]:
         """Declare a kind and register its handler ``handler(job_id, payload, ctx)``.
 
         Options left out take the SQL defaults of ``jobs.define_type`` (lease 15 s, timeout
         30 s, 3 retries, ...). ``transactional=True`` gives the handler ``ctx.tx``, a
         connection inside the transaction in which the worker then calls ``jobs.complete``:
         a rejected completion (JB001) rolls the handler's writes back with it.
+
+        ``executor`` says where the handler runs: ``"thread"`` (default for plain functions),
+        ``"async"`` (default for ``async def``: many in flight on the worker's event loop) or
+        ``"process"`` (a child process, killed at the job's timeout, cancel request or lost
+        lease: for handlers that must be stopped even when they ignore ``ctx``). A process
+        handler must be a module-level function importable by name.
         """
+        if executor is not None and executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
         options = {k: v for k, v in dict(
             timeout=timeout, max_retries=max_retries, lease_timeout=lease_timeout,
             backoff_base=backoff_base, backoff_max=backoff_max,
@@ -74,7 +90,19 @@ class App:
         def register(handler: Handler) -> Handler:
             if kind in self.tasks:
                 raise ValueError(f"kind {kind!r} is already registered")
-            self.tasks[kind] = Task(kind, handler, options["queue"], options, transactional)
+            is_async = inspect.iscoroutinefunction(handler)
+            where = executor or ("async" if is_async else "thread")
+            if where == "thread" and is_async:
+                raise ValueError(f"kind {kind!r}: an async def handler cannot use the thread "
+                                 "executor")
+            if where == "async" and not is_async:
+                raise ValueError(f"kind {kind!r}: executor='async' needs an async def handler")
+            if transactional and where != "thread":
+                # ctx.tx is a blocking connection owned by the worker process.
+                raise ValueError(f"kind {kind!r}: transactional kinds run on the thread "
+                                 "executor only")
+            self.tasks[kind] = Task(kind, handler, options["queue"], options, transactional,
+                                    where)
             return handler
 
         return register
@@ -102,6 +130,9 @@ class App:
         return declared
 
 
+_EVENT_LOCK = threading.Lock()
+
+
 class Context:
     """What a handler gets besides its job id and payload."""
 
@@ -114,8 +145,11 @@ class Context:
         self.attempt = lease.attempt
         self.worker = worker
         self.log = logger
-        self._cancelled = threading.Event()
+        # Created on first wait only: a worker builds a context per job, most never wait.
+        self._cancelled: threading.Event | None = None
         self.cancel_reason: str | None = None
+        # Set by the executor that runs the handler (e.g. to cancel an asyncio task).
+        self._on_cancel: Callable[[], None] | None = None
         self._tx_factory = tx_factory
         self._tx: psycopg.Connection | None = None
 
@@ -123,21 +157,43 @@ class Context:
     def cancelled(self) -> bool:
         """True once the job should stop: operator cancel, timeout, lost lease or the
         worker's shutdown grace ran out. Check it at safe points."""
-        return self._cancelled.is_set()
+        return self.cancel_reason is not None
 
     def raise_if_cancelled(self) -> None:
-        if self._cancelled.is_set():
-            raise Cancelled(self.cancel_reason or "cancelled")
+        if self.cancel_reason is not None:
+            raise Cancelled(self.cancel_reason)
 
     def sleep(self, seconds: float) -> None:
         """Sleep that wakes up at once on cancellation (then raises ``Cancelled``)."""
-        if self._cancelled.wait(max(0.0, seconds)):
+        event = self._cancelled
+        if event is None:
+            with _EVENT_LOCK:
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                event = self._cancelled
+        # _cancel sets the reason before it looks for the event: checking the reason after
+        # the event exists cannot miss a cancel that came in between.
+        if self.cancel_reason is not None or event.wait(max(0.0, seconds)):
             raise Cancelled(self.cancel_reason or "cancelled")
 
+    async def asleep(self, seconds: float) -> None:
+        """``asyncio.sleep`` for async handlers; a cancel, timeout or lost lease cancels the
+        handler's task, so the sleep ends with ``asyncio.CancelledError``."""
+        import asyncio
+
+        self.raise_if_cancelled()
+        await asyncio.sleep(max(0.0, seconds))
+
     def _cancel(self, reason: str) -> None:
-        if not self._cancelled.is_set():
+        if self.cancel_reason is None:
             self.cancel_reason = reason
-            self._cancelled.set()
+            with _EVENT_LOCK:
+                event = self._cancelled
+            if event is not None:
+                event.set()
+            hook = self._on_cancel
+            if hook is not None:
+                hook()
 
     # -- transactional kinds --------------------------------------------------------------
     @property

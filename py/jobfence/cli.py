@@ -217,10 +217,18 @@ def _setup_logging(ctx: click.Context, role: str, **static) -> None:
 # -- processes ----------------------------------------------------------------------------
 @main.command()
 @click.option("--app", "app_ref", required=True, help="The App to serve, as MODULE:ATTR.")
-@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 1024),
-              help="Handler threads.")
-@click.option("--batch", type=click.IntRange(1, 10000), default=None,
-              help="Ids popped and claimed per round trip [default: --concurrency].")
+@click.option("--concurrency", default=32, show_default=True, type=click.IntRange(1, 4096),
+              help="Handlers in flight: sync handlers on this many threads, async handlers "
+                   "this many at a time on the event loop.")
+@click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Ids popped and claimed per round trip; also the outcomes reported per "
+                   "round trip.")
+@click.option("--prefetch", type=click.IntRange(0, 100000), default=None,
+              help="Jobs that may be claimed beyond the handler slots, waiting (heartbeated) "
+                   "for a handler [default: --batch].")
+@click.option("--processes", type=click.IntRange(1, 256), default=None,
+              help="Child processes for kinds declared with executor='process' "
+                   "[default: min(--concurrency, CPUs)].")
 @click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable) "
               "[default: the queues of the app's kinds].")
 @click.option("--name", default=None, help="Worker id written to owned_by [default: host:pid].")
@@ -230,8 +238,9 @@ def _setup_logging(ctx: click.Context, role: str, **static) -> None:
               help="Seconds a blocking pop waits (bounds shutdown latency).")
 @click.option("--no-declare", is_flag=True, help="Do not call jobs.define_type at start.")
 @click.pass_context
-def worker(ctx, app_ref, concurrency, batch, queues, name, grace, pop_timeout, no_declare):
-    """Run handlers: pop ids, claim, run, complete or fail."""
+def worker(ctx, app_ref, concurrency, batch, prefetch, processes, queues, name, grace,
+           pop_timeout, no_declare):
+    """Run handlers: pop ids, claim, run, complete or fail — in batches."""
     from .app import load_app
     from .worker import Worker, default_name
 
@@ -240,7 +249,8 @@ def worker(ctx, app_ref, concurrency, batch, queues, name, grace, pop_timeout, n
     app = load_app(app_ref)
     cfg = _cfg(ctx)
     w = Worker(app, cfg["database_url"], cfg["redis_url"], name=name, concurrency=concurrency,
-               batch=batch, queues=list(queues) or None, grace=grace, pop_timeout=pop_timeout,
+               batch=batch, prefetch=prefetch, processes=processes,
+               queues=list(queues) or None, grace=grace, pop_timeout=pop_timeout,
                declare=not no_declare)
     w.install_signal_handlers()
     _exit_process(w.run())
@@ -295,8 +305,10 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref):
 @main.command()
 @click.option("--app", "app_ref", default="jobfence.examples:app", show_default=True)
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
-@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 1024))
-@click.option("--batch", type=click.IntRange(1, 10000), default=None)
+@click.option("--concurrency", default=32, show_default=True, type=click.IntRange(1, 4096),
+              help="Handlers in flight per worker.")
+@click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Ids claimed (and outcomes reported) per round trip, per worker.")
 @click.option("--reaper-interval", default=5.0, show_default=True, type=POSITIVE_SECONDS)
 @click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
 @click.option("--grace", default=30.0, show_default=True, type=SECONDS)

@@ -7,6 +7,14 @@ n attempts); ``crash`` (kills its own process, payload ``{"p": 1.0}``); ``transf
 transactional kind writing one row to ``public.jobfence_example_effect`` in the transaction
 that completes the job, so a stale worker's row rolls back with its rejected completion.
 
+Async kinds (run many at a time on the worker's event loop): ``anoop`` and ``asleep``
+(payload ``{"seconds": s}``). Misbehaving handlers, for the failure tests: ``hang`` (payload
+``{"seconds": s}``: sleeps ignoring ``ctx``, holding its thread past the timeout),
+``hang_process`` (the same in a child process, ``executor="process"``: killed at the
+timeout; ``{"seconds": 0}`` returns at once), ``poison`` (returns a result jsonb cannot
+hold: payload ``{"mode": "nan" | "nul" | "surrogate"}``) and ``raise_base`` (raises
+``SystemExit``, ``KeyboardInterrupt`` or a bare ``BaseException``: payload ``{"exc": name}``).
+
 The type options can be shortened for tests through the environment (read at import):
 JOBFENCE_EXAMPLE_LEASE_TIMEOUT, _TIMEOUT, _MAX_RETRIES, _BACKOFF_BASE, _BACKOFF_MAX (seconds
 or counts) and JOBFENCE_EXAMPLE_QUEUE.
@@ -14,6 +22,7 @@ or counts) and JOBFENCE_EXAMPLE_QUEUE.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -107,3 +116,47 @@ def transfer(job_id, payload, ctx):
         "VALUES (%s, %s, %s, %s)",
         (job_id, ctx.lease.lease_version, ctx.worker, payload.get("amount")))
     return {"written": True, "lease_version": ctx.lease.lease_version}
+
+
+@app.task("anoop", **_OPTIONS)
+async def anoop(job_id, payload, ctx):
+    return {"ok": True}
+
+
+@app.task("asleep", **_OPTIONS)
+async def asleep(job_id, payload, ctx):
+    seconds = float((payload or {}).get("seconds", 1))
+    await asyncio.sleep(seconds)  # a cancel, timeout or lost lease cancels this task
+    # How many handlers share this event loop right now (the tests read it).
+    return {"slept": seconds, "peers": len(asyncio.all_tasks())}
+
+
+@app.task("hang", **_OPTIONS)
+def hang(job_id, payload, ctx):
+    seconds = float((payload or {}).get("seconds", 60))
+    time.sleep(seconds)  # deliberately deaf to ctx: the thread outlives the timeout
+    return {"slept": seconds}
+
+
+@app.task("hang_process", executor="process", **_OPTIONS)
+def hang_process(job_id, payload, ctx):
+    seconds = float((payload or {}).get("seconds", 60))
+    time.sleep(seconds)  # deaf to ctx too, but its process is killed at the timeout
+    return {"slept": seconds, "pid": os.getpid()}
+
+
+_POISON = {"nan": float("nan"), "nul": "a\x00b", "surrogate": "\ud800"}
+
+
+@app.task("poison", **_OPTIONS)
+def poison(job_id, payload, ctx):
+    return {"value": _POISON[(payload or {}).get("mode", "nan")]}
+
+
+_BASE = {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt,
+         "BaseException": BaseException}
+
+
+@app.task("raise_base", **_OPTIONS)
+def raise_base(job_id, payload, ctx):
+    raise _BASE[(payload or {}).get("exc", "SystemExit")]("raised by the raise_base example")

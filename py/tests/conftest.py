@@ -242,6 +242,8 @@ def procs(tmp_path, clean_db, redis_url):
             return p
 
         def worker(self, name, *extra, ready=True, env=None):
+            # Per-job lines (claimed, completed, ...) are DEBUG; tests follow single jobs.
+            env = {"JOBFENCE_LOG_LEVEL": "DEBUG", **(env or {})}
             p = self.start(name, "worker", "--app", "jobfence.examples:app", "--name", name,
                            "--pop-timeout", "0.2", *extra, env=env)
             if ready:

@@ -1,0 +1,64 @@
+"""A handler process of the process executor: ``python -m jobfence.worker.child FD FORMAT
+LEVEL WORKER``. Reads (module, qualname, lease, worker) from the socket FD, runs the handler,
+answers ("ok", result) or ("err", error, retryable). The worker kills it when the job must
+stop; it never talks to PostgreSQL or Redis itself."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import pickle
+import sys
+from multiprocessing.connection import Connection
+
+from .. import log as jlog
+from ..app import Context
+from ..errors import NonRetryable
+from .common import JobLogger
+
+
+def _resolve(module: str, qualname: str):
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    fd, fmt, level, worker = int(argv[0]), argv[1], argv[2], argv[3]
+    jlog.setup(fmt, level, role="worker-process", worker=worker)
+    conn = Connection(fd)
+    conn.send(("ready",))
+    handlers: dict[tuple[str, str], object] = {}
+    while True:
+        try:
+            module, qualname, lease, worker = conn.recv()
+        except (EOFError, OSError):
+            return 0  # the worker is gone or stopping
+        fields = {"job_id": lease.job_id, "lease_version": lease.lease_version,
+                  "worker": worker, "kind": lease.kind}
+        ctx = Context(lease, worker, JobLogger(logging.getLogger(f"jobfence.task.{lease.kind}"),
+                                               fields))
+        try:
+            fn = handlers.get((module, qualname))
+            if fn is None:
+                fn = handlers[(module, qualname)] = _resolve(module, qualname)
+            if inspect.iscoroutinefunction(fn):
+                result = asyncio.run(fn(lease.job_id, lease.payload, ctx))
+            else:
+                result = fn(lease.job_id, lease.payload, ctx)
+            reply = ("ok", result)
+        except NonRetryable as exc:
+            reply = ("err", f"{type(exc).__name__}: {exc}"[:2000], False)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the job's failure
+            reply = ("err", f"{type(exc).__name__}: {exc}".rstrip(": ")[:2000], True)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            conn.send(("err", f"result rejected: cannot send it to the worker: {exc}", False))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,187 @@
+"""Claiming: pop ids from Redis and claim them in PostgreSQL, a batch per round trip.
+
+How many ids one pop asks for is bounded by the claim budget, not by idle handlers: up to
+``concurrency + prefetch`` jobs may be claimed and not yet returned by their handler. Jobs
+waiting for a handler are heartbeated like running ones; their timeout runs from the claim,
+which is why the prefetch stays small (one batch by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import psycopg
+import redis
+
+from ..app import Context
+from ..errors import JobfenceError
+from ..rows import Lease
+from .common import Backoff, Job, JobLogger, PinnedDatabase, describe, event, logger, sqlstate
+
+if TYPE_CHECKING:
+    from .core import Worker
+
+MOVE_DUE_EVERY = 0.5
+
+
+class Claimer:
+    def __init__(self, worker: "Worker"):
+        self.w = worker
+        self.db = PinnedDatabase(worker.db, binary_lists=True)
+        self.claimed = 0  # written by this thread only
+        self.freed = threading.Event()  # set by the reporter when handlers return
+        # Paces the loop after claims that failed for reasons other than a lost server.
+        self._claim_backoff = Backoff(first=0.5, cap=5.0)
+        self._loggers: dict[str, logging.Logger] = {}
+
+    def active(self) -> int:
+        """Jobs claimed whose handler has not returned yet (waiting or running)."""
+        return self.claimed - self.w.reporter.returned
+
+    def run(self) -> None:
+        w = self.w
+        backoff = Backoff()
+        next_move = 0.0
+        while not w.stopping():
+            room = min(w.batch, w.capacity - self.active())
+            if room <= 0:
+                self.freed.wait(0.2)
+                self.freed.clear()
+                continue
+            try:
+                now = time.monotonic()
+                if now >= next_move:
+                    # Retries wait in the delayed set; moving the due ones here too keeps
+                    # backoff precise without waiting for the reaper's next tick.
+                    for q in w.queues:
+                        w.transport.move_due(q)
+                    next_move = now + MOVE_DUE_EVERY
+                ids = w.transport.pop(w.queues, room, w.pop_timeout)
+                backoff.reset()
+            except redis.RedisError as exc:
+                delay = backoff.next()
+                event(logging.WARNING, "redis_unavailable", f"cannot pop; retrying in {delay:.1f}s",
+                      error=str(exc), worker=w.name)
+                w.wait_stop(delay)
+                continue
+            if not ids:
+                continue
+            if w.stopping():
+                self._give_back(ids)
+                return
+            try:
+                self.claim_and_start(list(dict.fromkeys(ids)))
+            except Exception as exc:  # noqa: BLE001 - a crash loop would stall every queue
+                # Last line of defence: the popped ids are only signals. PostgreSQL still
+                # holds the jobs and the reaper re-pushes them; keep serving the rest.
+                delay = self._claim_backoff.next()
+                logger.error(f"unexpected error after a pop; signals dropped, retrying in "
+                             f"{delay:.1f}s", exc_info=True,
+                             extra={"event": "worker_error",
+                                    "fields": {"worker": w.name, "job_ids": ids[:20],
+                                               "error": f"{type(exc).__name__}: {exc}"}})
+                w.wait_stop(delay)
+
+    def _give_back(self, ids: list[int]) -> None:
+        """Ids popped as the stop came in: a stopping worker takes no new work."""
+        if len(self.w.queues) == 1:
+            try:
+                self.w.transport.push_ids(self.w.queues[0], ids)
+                return
+            except redis.RedisError as exc:
+                error = str(exc)
+        else:
+            error = "popped from one of several queues"
+        # Only signals: PostgreSQL keeps the jobs queued and the stale sweep re-pushes them.
+        event(logging.INFO, "signals_dropped_at_stop", "stopping: left popped ids to the "
+              "stale sweep", job_ids=ids[:50], error=error, worker=self.w.name)
+
+    def claim_and_start(self, ids: list[int]) -> None:
+        w = self.w
+        backoff = Backoff()
+        pause = 0.0
+        while True:
+            try:
+                leases = self.db.claim_many(ids, w.name)
+                self._claim_backoff.reset()
+                break
+            except psycopg.OperationalError as exc:
+                if w.stopping():
+                    return  # the ids stay queued in PostgreSQL: the reaper re-pushes them
+                delay = backoff.next()
+                event(logging.WARNING, "db_unavailable", f"claim failed; retrying in {delay:.1f}s",
+                      error=str(exc), job_ids=ids[:20], worker=w.name)
+                w.wait_stop(delay)
+            except (psycopg.Error, JobfenceError) as exc:
+                leases, pause = self._claim_isolating(ids, exc)
+                break
+        if leases:
+            self.start(leases)
+        if pause:
+            # After starting what was claimed: its lease clock is already running.
+            w.wait_stop(pause)
+
+    def start(self, leases: list[Lease]) -> None:
+        w = self.w
+        now, wall = time.monotonic(), time.time()
+        tasks = w.app.tasks
+        held = w.held
+        name = w.name
+        debug = logger.isEnabledFor(logging.DEBUG)
+        jobs = []
+        for lease in leases:
+            task = tasks.get(lease.kind)
+            ctx = Context(lease, name, JobLogger(self._logger(lease.kind), {
+                "job_id": lease.job_id, "lease_version": lease.lease_version,
+                "worker": name, "kind": lease.kind}))
+            job = Job(lease, task, ctx, now, wall)
+            held[lease.job_id] = job
+            jobs.append(job)
+            if debug:
+                event(logging.DEBUG, "claimed", "job claimed", queue=lease.queue,
+                      attempt=lease.attempt, **job.fields(name))
+        self.claimed += len(jobs)
+        w.dispatch(jobs)
+
+    def _logger(self, kind: str) -> logging.Logger:
+        found = self._loggers.get(kind)
+        if found is None:
+            found = self._loggers[kind] = logging.getLogger(f"jobfence.task.{kind}")
+        return found
+
+    def _claim_isolating(self, ids: list[int], exc: Exception) -> tuple[list[Lease], float]:
+        """claim_many raised a server error that retrying will not cure (e.g. 22008 from a
+        job whose intervals overflow a timestamp). Claim the ids one at a time so one bad
+        job does not take its batch-mates down with it, drop the signals of those that
+        still fail (PostgreSQL keeps the jobs; the reaper's stale re-push brings them back),
+        and back off briefly (the returned pause) so a poison job cannot become a hot loop."""
+        w = self.w
+        event(logging.ERROR, "claim_failed", f"claim_many failed for {len(ids)} id(s): "
+              f"{describe(exc)}", sqlstate=sqlstate(exc), error=str(exc).strip()[:2000],
+              job_ids=ids[:50], worker=w.name)
+        leases: list[Lease] = []
+        dropped: dict[int, str | None] = {}
+        if len(ids) > 1:
+            for pos, job_id in enumerate(ids):
+                try:
+                    leases += self.db.claim_many([job_id], w.name)
+                except psycopg.OperationalError:
+                    dropped.update((i, None) for i in ids[pos:])  # server away: reaper re-pushes
+                    break
+                except (psycopg.Error, JobfenceError) as single:
+                    dropped[job_id] = sqlstate(single)
+        else:
+            dropped = {ids[0]: sqlstate(exc)}
+        if dropped:
+            delay = self._claim_backoff.next()
+            event(logging.ERROR, "signals_dropped",
+                  f"dropped the signals of {len(dropped)} job(s) that cannot be claimed; "
+                  f"they stay in PostgreSQL and the reaper re-pushes them; pausing "
+                  f"{delay:.1f}s", job_ids=list(dropped)[:50],
+                  sqlstates=sorted({s for s in dropped.values() if s}) or None, worker=w.name)
+            return leases, delay
+        self._claim_backoff.reset()
+        return leases, 0.0

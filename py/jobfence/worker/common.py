@@ -1,0 +1,195 @@
+"""What the worker's rooms share: the per-job record, backoff, result checks, log helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import os
+import socket
+from typing import Any
+
+from psycopg.types.array import ListBinaryDumper
+
+from .. import log as jlog
+from ..app import Context, Task
+from ..rows import Lease
+
+logger = logging.getLogger("jobfence.worker")
+
+# How long an outcome (complete/fail) is retried while PostgreSQL is unreachable. Past it the
+# lease has long expired: the reaper requeues the job, so giving up loses nothing.
+OUTCOME_RETRY_SECONDS = 60.0
+
+# Job.state: where the handler is. Written only by the executor that owns the job.
+WAITING, RUNNING, RETURNED = 0, 1, 2
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Backoff:
+    """Exponential backoff with a cap, reset on success: reconnect without a crash loop."""
+
+    def __init__(self, first: float = 0.1, cap: float = 5.0):
+        self.first, self.cap, self.current = first, cap, first
+
+    def next(self) -> float:
+        delay, self.current = self.current, min(self.cap, self.current * 2)
+        return delay
+
+    def reset(self) -> None:
+        self.current = self.first
+
+
+class Job:
+    """One held lease, from claim to its reported outcome.
+
+    ``take()`` is the single right to report the job: the handler's return, a timeout, a lost
+    lease and a shutdown hand-back race for it, and exactly one wins. It is a pop from a
+    one-element list, atomic under the GIL, so the hot path takes no lock for it.
+    """
+
+    __slots__ = ("lease", "job_id", "lease_version", "task", "ctx", "state", "finished",
+                 "deadline", "beat_every", "next_beat", "started", "_token", "hung")
+
+    def __init__(self, lease: Lease, task: Task | None, ctx: Context, now: float, wall: float):
+        self.lease = lease
+        self.job_id = lease.job_id
+        self.lease_version = lease.lease_version
+        self.task = task
+        self.ctx = ctx
+        self.state = WAITING
+        self.finished = False  # set by whoever removes the job from the held set
+        self.hung = False
+        # Deadlines follow the lease this job was granted, never the kind's current
+        # definition: a changed definition applies to new claims only.
+        self.deadline = now + (lease.timeout_at.timestamp() - wall)
+        remaining = lease.lease_expires_at.timestamp() - wall
+        self.beat_every = max(0.1, remaining / 3)
+        self.next_beat = now + self.beat_every
+        self.started = 0.0
+        self._token = [True]
+
+    def take(self) -> bool:
+        try:
+            self._token.pop()
+            return True
+        except IndexError:
+            return False
+
+    @property
+    def taken(self) -> bool:
+        return not self._token
+
+    def fields(self, worker: str) -> dict:
+        return {"job_id": self.job_id, "lease_version": self.lease_version, "worker": worker,
+                "kind": self.lease.kind}
+
+
+class JobLogger(logging.LoggerAdapter):
+    """``ctx.log``: every line carries the job's id, lease version and worker."""
+
+    def process(self, msg, kwargs):
+        extra = kwargs.setdefault("extra", {})
+        fields = dict(self.extra)
+        fields.update(extra.pop("fields", {}))
+        extra["fields"] = fields
+        return msg, kwargs
+
+
+def check_result(result: Any) -> str | None:
+    """Why PostgreSQL would reject ``result`` as jsonb, or None when it is fine. Cheap enough
+    for every job: one strict dump, plus a walk only in the rare case a NUL may be present."""
+    try:
+        text = json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"result is not JSON: {type(exc).__name__}: {exc}"
+    # json.dumps writes NUL as the escape \u0000, which jsonb refuses. The escape text itself
+    # ("\\u0000" in a string) also matches here, so confirm with a walk before refusing.
+    if "\\u0000" in text and _has_nul(result):
+        return "result holds a NUL character (\\x00), which jsonb cannot store"
+    return None
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+class PinnedDatabase:
+    """The ``Database`` methods, run on one connection held across calls.
+
+    The shared pool tests a connection with a query every time it hands one out (so a
+    restarted server is noticed); for a room that sends a statement per batch that doubles
+    the round trips. A pinned connection is kept while it works and given back to the pool
+    at the first error, so the next call gets a tested (or fresh) one.
+    """
+
+    def __init__(self, db, *, binary_lists: bool = False):
+        self._db = db
+        self._pool = db.pool
+        self._binary_lists = binary_lists
+        self._cm = None
+        self._conn = None
+        # The Database methods reach their connection through ``self.pool.connection()``.
+        self.pool = self
+
+    @contextlib.contextmanager
+    def connection(self):
+        if self._conn is None:
+            self._cm = self._pool.connection()
+            self._conn = self._cm.__enter__()
+            if self._binary_lists:
+                # Batch parameters (ids, versions, a jsonb[] of results) sent as binary
+                # arrays: the text form quotes and escapes every JSON document, which cost
+                # about as much CPU as all the rest of a job's reporting.
+                self._conn.adapters.register_dumper(list, ListBinaryDumper)
+        try:
+            yield self._conn
+        except BaseException as exc:
+            self._drop(exc)
+            raise
+
+    def _drop(self, exc: BaseException | None) -> None:
+        cm, conn, self._cm, self._conn = self._cm, self._conn, None, None
+        if cm is None:
+            return
+        if self._binary_lists:
+            # Its adapters differ from the pool's: close it rather than lend it to others.
+            conn.close()
+        cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+    def release(self) -> None:
+        self._drop(None)
+
+    def __getattr__(self, name):
+        # Database methods bound to this object, so that they use the pinned connection.
+        attr = inspect.getattr_static(type(self._db), name, None)
+        if isinstance(attr, staticmethod):
+            return attr.__func__
+        if inspect.isfunction(attr):
+            return attr.__get__(self, type(self))
+        return getattr(self._db, name)
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    return getattr(exc, "sqlstate", None)
+
+
+def describe(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    text = (getattr(diag, "message_primary", None) if diag else None) or str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def event(level: int, name: str, msg: str, **fields: Any) -> None:
+    jlog.event(logger, level, name, msg, **fields)
+

@@ -1,0 +1,272 @@
+"""The worker: claim in batches, run many, report in batches.
+
+Rooms, each with one job and its own thread:
+
+- ``Claimer`` (the main thread): pops ids from Redis and claims them with one
+  ``jobs.claim_many`` per batch, within the claim budget (``concurrency + prefetch`` jobs
+  claimed and not yet returned by their handler);
+- executors: ``ThreadExecutor`` (sync handlers), ``AsyncExecutor`` (``async def`` handlers
+  on one event loop), ``ProcessExecutor`` (kinds that need a hard kill at the timeout);
+- ``LeaseKeeper``: one ``jobs.heartbeat_many`` per tick for every due lease, on its own
+  pool with a statement timeout; timeouts, cancel requests, lost leases, the stats line;
+- ``Reporter``: ``jobs.complete_many`` + ``jobs.fail_many`` in one round trip per flush,
+  then the retry and wake-up signals in one Redis pipeline.
+
+PostgreSQL decides every transition: the worker only reports, and pushes the signals that
+follow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from ..app import App
+from ..db import Database
+from ..transport import Transport
+from .claimer import Claimer
+from .common import RUNNING, Backoff, Job, default_name, event
+from .executor import AsyncExecutor, Outcomes, ThreadExecutor
+from .leases import LeaseKeeper
+from .processes import ProcessExecutor
+from .reporter import FAIL, FAIL_RET, GONE, Reporter
+
+# Handlers in flight. Jobs are mostly I/O-bound (HTTP calls, queries, mail): a few dozen
+# threads keep a process busy waiting on the network without costing much memory.
+DEFAULT_CONCURRENCY = 32
+# Ids popped and claimed per round trip.
+DEFAULT_BATCH = 100
+# How long the reporter waits for more outcomes before a flush that is not full: short
+# enough to be invisible in a job's latency, long enough to gather a batch under load.
+DEFAULT_LINGER = 0.002
+STATS_EVERY_SECONDS = 15.0
+
+
+class Worker:
+    def __init__(self, app: App, database_url: str, redis_url: str, *, name: str | None = None,
+                 concurrency: int = DEFAULT_CONCURRENCY, batch: int | None = None,
+                 queues: list[str] | None = None, grace: float = 30.0, pop_timeout: float = 1.0,
+                 declare: bool = True, prefetch: int | None = None,
+                 processes: int | None = None, linger: float = DEFAULT_LINGER,
+                 max_hung: int | None = None, stats_every: float = STATS_EVERY_SECONDS):
+        if not app.tasks:
+            raise ValueError("the app declares no task")
+        self.app = app
+        self.name = name or default_name()
+        self.concurrency = max(1, concurrency)
+        self.batch = max(1, batch or DEFAULT_BATCH)
+        # One batch may wait for a handler by default: the next batch is claimed while the
+        # current one runs, and a waiting job starts within about one batch's run time.
+        self.prefetch = self.batch if prefetch is None else max(0, prefetch)
+        self.capacity = self.concurrency + self.prefetch
+        self.queues = queues or app.queues
+        self.grace = grace
+        self.pop_timeout = pop_timeout
+        self.declare = declare
+        self.database_url = database_url
+        kinds = list(app.tasks.values())
+        transactional = any(t.transactional for t in kinds)
+        self.db = Database(database_url, name="jobfence-worker",
+                           max_size=3 + (self.concurrency if transactional else 0))
+        self.lease_db: Database | None = None
+        self.transport = Transport(redis_url, socket_timeout=pop_timeout + 5.0)
+        self.types: dict[str, dict] = {}
+        self.held: dict[int, Job] = {}
+        self._stop = threading.Event()
+        self._hard_stop = threading.Event()
+        self.reporter = Reporter(self, flush_size=self.batch, linger=linger)
+        self.claimer = Claimer(self)
+        self.outcomes = Outcomes(self)
+        self.threads = ThreadExecutor(self, self.outcomes, self.concurrency,
+                                      self.concurrency if max_hung is None else max(0, max_hung))
+        self.aio = AsyncExecutor(self, self.outcomes, self.concurrency) \
+            if any(t.executor == "async" for t in kinds) else None
+        process_kinds = [t for t in kinds if t.executor == "process"]
+        self.processes = ProcessExecutor(
+            self, self.outcomes, processes or min(self.concurrency, os.cpu_count() or 2),
+            process_kinds) if process_kinds else None
+        self.keeper: LeaseKeeper | None = None
+        self.stats_every = stats_every
+        self._last_stats = (time.monotonic(), 0)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum, _frame):
+            if self._stop.is_set():
+                # A second signal: do not wait for the grace period, hand jobs back now.
+                self._hard_stop.set()
+            self._stop.set()
+            self.claimer.freed.set()
+            event(logging.INFO, "stopping", f"{signal.Signals(signum).name}: no new work, "
+                  f"draining {self.claimer.active()} job(s)", signal=signal.Signals(signum).name,
+                  worker=self.name)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.claimer.freed.set()
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def hard_stopped(self) -> bool:
+        return self._hard_stop.is_set()
+
+    def wait_stop(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def run(self) -> int:
+        """Work until stopped; returns the process exit code (0 after a clean drain)."""
+        started: list[Any] = []
+        code = 0
+        try:
+            self._wait_for_declare()
+            if self._stop.is_set():
+                event(logging.INFO, "worker_stopped", "worker stopped", handed_back=0,
+                      worker=self.name, **self.stats)
+                return 0
+            self.lease_db = Database(self.database_url, name="jobfence-worker-leases",
+                                     max_size=1, timeout=1.0,
+                                     statement_timeout=self._beat_statement_timeout())
+            self.keeper = LeaseKeeper(self, self.lease_db, stats_every=self.stats_every)
+            for room in (self.reporter, self.keeper, self.threads, self.aio, self.processes):
+                if room is not None:
+                    room.start()
+                    started.append(room)
+            event(logging.INFO, "worker_ready", "worker ready", queues=self.queues,
+                  concurrency=self.concurrency, batch=self.batch, prefetch=self.prefetch,
+                  processes=len(self.processes.slots) if self.processes else 0,
+                  kinds=sorted(self.app.tasks), worker=self.name)
+            self.claimer.run()
+            code = self._shutdown()
+        finally:
+            for room in (self.threads, self.aio, self.processes):
+                if room is not None and room in started:
+                    with contextlib.suppress(Exception):
+                        room.stop()
+            if self.keeper is not None and self.keeper in started:
+                self.keeper.stop()
+            for room in (self.claimer, self.reporter, self.keeper):
+                if room is not None:
+                    with contextlib.suppress(Exception):
+                        room.db.release()
+            for closing in (self.db, self.lease_db, self.transport):
+                if closing is not None:
+                    with contextlib.suppress(Exception):
+                        closing.close()
+        return code
+
+    def _wait_for_declare(self) -> None:
+        backoff = Backoff()
+        while not self._stop.is_set():
+            try:
+                self.types = self.app.declare(self.db) if self.declare else {}
+                if len(self.types) < len(self.app.tasks):
+                    with contextlib.suppress(psycopg.Error):
+                        self.types = {**self.db.types(), **self.types}
+                return
+            except psycopg.OperationalError as exc:
+                delay = backoff.next()
+                event(logging.WARNING, "db_unavailable",
+                      f"cannot declare kinds yet; retrying in {delay:.1f}s", error=str(exc),
+                      worker=self.name)
+                self._stop.wait(delay)
+
+    def _beat_statement_timeout(self) -> float:
+        """A heartbeat that does not answer within a quarter of the shortest lease is given
+        up and retried: waiting longer would let the leases it refreshes expire."""
+        leases = [row.get("lease_timeout") for kind, row in self.types.items()
+                  if kind in self.app.tasks and row]
+        seconds = [v.total_seconds() if isinstance(v, timedelta) else float(v)
+                   for v in leases if v is not None]
+        return min(5.0, max(0.5, min(seconds) / 4)) if seconds else 2.0
+
+    def _shutdown(self) -> int:
+        """Hand back jobs that never started, give running ones the grace period, then hand
+        back what is left and flush the outcomes."""
+        handed = 0
+        for room in (self.threads, self.aio, self.processes):
+            if room is None:
+                continue
+            for job in room.drain():
+                if job.take():
+                    handed += 1
+                    self.reporter.add(FAIL_RET, job, "worker shutdown", True)
+                else:
+                    self.reporter.add(GONE, job)
+        deadline = time.monotonic() + self.grace
+        while (self.claimer.active() > 0 and time.monotonic() < deadline
+               and not self._hard_stop.is_set()):
+            self.claimer.freed.wait(0.1)
+            self.claimer.freed.clear()
+        for job in list(self.held.values()):
+            if job.state == RUNNING and job.take():
+                handed += 1
+                job.ctx._cancel("shutdown")
+                self.reporter.add(FAIL, job, "worker shutdown", True)
+        if not self.reporter.stop(timeout=15.0):
+            event(logging.ERROR, "report_unfinished",
+                  "outcomes still unreported at exit; the reaper recovers those jobs",
+                  worker=self.name)
+        event(logging.INFO, "worker_stopped", "worker stopped", handed_back=handed,
+              worker=self.name, **self.stats)
+        return 0
+
+    # -- shared by the rooms --------------------------------------------------------------
+    def dispatch(self, jobs: list[Job]) -> None:
+        sync, aio, procs = [], [], []
+        for job in jobs:
+            task = job.task
+            if task is None:
+                self.outcomes.failed(job, f"no handler for kind {job.lease.kind!r} on worker "
+                                     f"{self.name}", True)
+            elif task.executor == "thread":
+                sync.append(job)
+            elif task.executor == "async":
+                aio.append(job)
+            else:
+                procs.append(job)
+        if sync:
+            self.threads.submit(sync)
+        if aio:
+            self.aio.submit(aio)
+        if procs:
+            self.processes.submit(procs)
+
+    def forget(self, job: Job) -> None:
+        job.finished = True
+        self.held.pop(job.job_id, None)
+
+    def timed_out(self, job: Job) -> None:
+        if job.task is not None and job.task.executor == "thread":
+            self.threads.note_hung(job)
+
+    @property
+    def stats(self) -> dict:
+        out = {"claimed": self.claimer.claimed}
+        out.update(self.reporter.stats)
+        if self.keeper is not None:
+            out["timeouts"] = self.keeper.stats["timeouts"]
+            out["beat_failures"] = self.keeper.stats["beat_failures"]
+        out["hung"] = self.threads.hung
+        return out
+
+    def log_stats(self) -> None:
+        stats = self.stats
+        now = time.monotonic()
+        finished = stats["completed"] + stats["failed"] + stats["retried"]
+        then, before = self._last_stats
+        self._last_stats = (now, finished)
+        rate = (finished - before) / (now - then) if now > then else 0.0
+        event(logging.INFO, "worker_stats", "progress", jobs_per_s=round(rate, 1),
+              in_flight=self.claimer.active(), held=len(self.held), worker=self.name, **stats)

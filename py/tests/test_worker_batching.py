@@ -1,0 +1,164 @@
+"""The batching worker: claims are bounded by a prefetch budget rather than by idle
+handlers, async handlers run many at a time, and the failure modes of issue 7 — a lease
+followed from the kind's current definition, a poison result, a locked row starving other
+heartbeats, BaseException from a handler, a handler that ignores its timeout."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+
+from conftest import wait_until
+
+ONE_SECOND_TIMEOUT = {"JOBFENCE_EXAMPLE_TIMEOUT": "1", "JOBFENCE_EXAMPLE_MAX_RETRIES": "0"}
+
+
+def _reasons(client, job_id):
+    return [e.reason for e in client.events(job_id)]
+
+
+def _terminal(client, ids):
+    counts = client.status_counts(ids)
+    return counts.get("done", 0) + counts.get("failed", 0) == len(ids)
+
+
+def test_batch_is_not_capped_by_concurrency(procs, client, conn):
+    ids = client.submit_many([{"kind": "noop"}] * 300)
+    procs.worker("w1", "--concurrency", "2", "--batch", "100")
+    wait_until(lambda: client.status_counts(ids).get("done", 0) == len(ids), 30,
+               what="300 noop jobs done")
+    # One claim_many grants its leases in one transaction: one claimed_at per round trip.
+    claims = conn.execute("SELECT count(DISTINCT claimed_at) FROM jobs.job WHERE id = ANY(%s)",
+                          (ids,)).fetchone()[0]
+    assert claims <= 10, f"{claims} claim round trips for 300 jobs at --batch 100"
+
+
+def test_async_handlers_run_many_at_once_on_one_worker(procs, client):
+    ids = client.submit_many([{"kind": "asleep", "payload": {"seconds": 1}}] * 50)
+    procs.worker("w1", "--concurrency", "50", "--batch", "100")
+    wait_until(lambda: _terminal(client, ids), 30, what="50 async jobs terminal")
+    jobs = [client.get(i) for i in ids]
+    assert {j.status for j in jobs} == {"done"}
+    # Each handler counts the tasks alive on its event loop when its sleep ends; the first
+    # to wake sees all of its batch-mates still in flight.
+    assert max(j.result["peers"] for j in jobs) >= 50
+
+
+def test_heartbeat_follows_the_lease_held_not_the_kinds_current_definition(procs, client):
+    # Submitted under a 2 s lease; the worker's app then declares 30 s. Beating every 10 s
+    # (30 / 3) would let the reaper take the 2 s lease the job actually holds.
+    procs.reaper()
+    job_id = client.submit("sleep", {"seconds": 4})
+    w = procs.worker("w1", env={"JOBFENCE_EXAMPLE_LEASE_TIMEOUT": "30"})
+    job = client.wait(job_id, timeout=25)
+    assert job.status == "done"
+    assert _reasons(client, job_id) == ["submitted", "claimed", "completed"]
+    assert not w.find("heartbeat_lost")
+
+
+def test_poison_results_fail_their_own_job_and_nothing_else(procs, client):
+    # One claim batch mixing good results with three that jsonb refuses: NaN and NUL are
+    # caught before the report, a lone surrogate only by PostgreSQL (complete_many refuses
+    # the batch, which is then completed item by item).
+    specs = ([{"kind": "noop", "payload": {"n": n}} for n in range(5)]
+             + [{"kind": "poison", "payload": {"mode": m}} for m in ("nan", "nul", "surrogate")]
+             + [{"kind": "noop", "payload": {"n": n}} for n in range(5, 10)])
+    ids = client.submit_many(specs)
+    good, poison = ids[:5] + ids[8:], ids[5:8]
+    w = procs.worker("w1")
+    wait_until(lambda: _terminal(client, ids), 20, what="poison batch terminal")
+    assert {client.get(i).status for i in good} == {"done"}
+    for job_id in poison:
+        job = client.get(job_id)
+        assert job.status == "failed" and "result rejected" in job.error, job
+        assert _reasons(client, job_id) == ["submitted", "claimed", "failed"]  # no retry
+    # The reporter survived: later jobs still complete.
+    later = client.submit_many([{"kind": "noop"}] * 20)
+    wait_until(lambda: client.status_counts(later).get("done", 0) == 20, 20,
+               what="later jobs done")
+    assert w.alive()
+    assert len(w.find("result_rejected")) >= 3
+
+
+def test_a_row_locked_elsewhere_does_not_starve_the_other_heartbeats(procs, client, declared):
+    w = procs.worker("w1")
+    procs.reaper()
+    x = client.submit("sleep", {"seconds": 30})
+    y = client.submit("sleep", {"seconds": 4})  # two lease lengths (2 s): needs heartbeats
+    wait_until(lambda: client.status_counts([x, y]).get("processing", 0) == 2, 10,
+               what="both jobs running")
+    with psycopg.connect(declared) as locker:
+        locker.execute("SELECT 1 FROM jobs.job WHERE id = %s FOR UPDATE", (x,))
+        wait_until(lambda: client.get(y).status in ("done", "failed"), 25,
+                   what="y terminal while x is locked")
+        locker.rollback()
+    assert client.get(y).status == "done"
+    assert _reasons(client, y) == ["submitted", "claimed", "completed"]
+    client.cancel(x)
+    assert w.alive()
+
+
+def test_base_exceptions_from_handlers_fail_the_job_with_the_real_error(procs, client):
+    w = procs.worker("w1")
+    ids = {name: client.submit("raise_base", {"exc": name})
+           for name in ("SystemExit", "KeyboardInterrupt", "BaseException")}
+    for name, job_id in ids.items():
+        job = client.wait(job_id, timeout=20)
+        assert job.status == "failed" and job.error.startswith(name), job
+        assert "timeout" not in _reasons(client, job_id)
+        assert w.find("handler_crashed", job_id=job_id)
+    after = client.submit("noop")
+    assert client.wait(after, timeout=15).status == "done"
+    assert w.alive()
+
+
+def test_a_hung_sync_handler_gives_its_slot_to_a_replacement_thread(procs, client):
+    w = procs.worker("w1", "--concurrency", "1", env=ONE_SECOND_TIMEOUT)
+    hung = client.submit("hang", {"seconds": 120})
+    wait_until(lambda: client.get(hung).status == "processing", 10, what="hang running")
+    later = [client.submit("noop", {"n": n}) for n in range(3)]
+    for job_id in later:
+        assert client.wait(job_id, timeout=20).status == "done"
+    job = client.get(hung)
+    assert job.status == "failed" and job.error == "timeout"
+    line = w.wait_for("handler_hung", job_id=hung)[0]
+    assert line["level"] == "warning" and line["hung"] == 1
+    assert w.alive()
+
+
+def test_a_process_handler_that_ignores_its_timeout_is_killed(procs, client):
+    w = procs.worker("w1", "--processes", "1", env=ONE_SECOND_TIMEOUT)
+    hung = client.submit("hang_process", {"seconds": 120})
+    job = client.wait(hung, timeout=20)
+    assert job.status == "failed" and job.error == "timeout"
+    killed = w.wait_for("process_killed", job_id=hung)[0]
+    assert killed["reason"] == "timeout"
+    try:
+        os.kill(killed["pid"], 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the handler process must be gone"
+    # A fresh child serves the next process job, and thread kinds never stopped.
+    wait_until(lambda: [e for e in w.find("process_ready") if e["pid"] != killed["pid"]],
+               20, what="the replacement handler process")
+    after = client.submit("hang_process", {"seconds": 0})
+    done = client.wait(after, timeout=20)
+    assert done.status == "done" and done.result["pid"] != killed["pid"]
+    assert client.wait(client.submit("noop"), timeout=15).status == "done"
+    assert w.alive()
+
+
+def test_claimed_jobs_waiting_for_a_handler_keep_their_leases(procs, client):
+    # Both jobs come in one claim; with one handler the second waits ~3 s — longer than
+    # its 2 s lease — and must be heartbeated meanwhile, not reaped.
+    ids = client.submit_many([{"kind": "sleep", "payload": {"seconds": 3}}] * 2)
+    procs.reaper()
+    w = procs.worker("w1", "--concurrency", "1", "--batch", "10")
+    wait_until(lambda: client.status_counts(ids).get("done", 0) == 2, 30, what="both done")
+    for job_id in ids:
+        assert _reasons(client, job_id) == ["submitted", "claimed", "completed"]
+    claimed = [client.get(i).claimed_at for i in ids]
+    assert claimed[0] == claimed[1], "one claim round trip for both"
+    assert not w.find("heartbeat_lost")
