@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import ceilings, e2e, report, scale, sqlpath
+from . import ceilings, e2e, judged, report, scale, sqlpath
 from .common import RESULTS, ROOT, Settings, connect, create_plain_table, progress, scalar, stop_all
 
-SECTIONS = ("ceilings", "sql", "e2e", "scale")
+SECTIONS = ("ceilings", "sql", "e2e", "judged", "scale")
 
 
 def _terminate(signum, frame):
@@ -87,6 +87,9 @@ def main() -> int:
             if "e2e" in sections:
                 progress("3./4./6. end to end, latency at rest, worker RSS")
                 results["e2e"] = e2e.run(settings, admin)
+            if "judged" in sections:
+                progress("3a. the judged configuration (jobs.submit_many + relay + 2 workers)")
+                results["judged"] = judged.run(settings, admin)
             if "scale" in sections:
                 progress("5. scale")
                 results["scale"] = scale.run(settings, admin)

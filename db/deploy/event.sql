@@ -2,7 +2,10 @@
 -- requires: job
 BEGIN;
 CREATE TABLE jobs.event (
-    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- Unique by construction (GENERATED ALWAYS), and never looked up alone: histories are
+    -- read through event_job_idx. A primary-key index would be one more insert per
+    -- transition into its right-most page, which every writing session contends for.
+    id            bigint GENERATED ALWAYS AS IDENTITY,
     -- No foreign key: every transition writes an event, and a per-row referential check
     -- would be one more lookup of the job just written. Only jobs.* functions write here,
     -- always for a job they hold; jobs.prune deletes a job's events with it.

@@ -1,0 +1,95 @@
+"""Issue 7's judged figure, exactly: 60,000 no-op jobs submitted with `jobs.submit_many` (1,000
+per call, `notify` on, so `jobfence relay` pushes them) and drained by 2 × `jobfence worker
+--app jobfence.examples:app --batch 100` with no other flag. Jobs/s is submitted jobs over the
+time from the first submit to the last job done. Each run alternates with a pgbench batch-100
+ceiling of the same statements (ceilings.py), so every ratio pairs two neighbouring
+measurements. CPU seconds per job are read from /proc for the workers, the relay and
+PostgreSQL's processes, to show where the machine's two cores go."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from psycopg.types.json import Jsonb
+
+from . import ceilings
+from .common import Settings, connect, figure, progress, reset, scalar, stop
+from .e2e import start_relay, start_workers, wait_ready
+
+JOBS = 60_000
+PER_CALL = 1_000
+TIMEOUT_S = 300
+
+
+def _ticks(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return int(fields[11]) + int(fields[12])
+
+
+def _pids(pattern: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _cpu(workers: list, relay) -> dict[str, float]:
+    hz = float(subprocess.run(["getconf", "CLK_TCK"], capture_output=True, text=True).stdout or 100)
+    return {"workers": sum(_ticks(p.pid) for p in workers) / hz, "relay": _ticks(relay.pid) / hz,
+            "postgres": sum(_ticks(p) for p in _pids("postgres")) / hz}
+
+
+def one_run(settings: Settings, admin, jobs: int) -> tuple[float, dict]:
+    from jobfence import Client
+
+    reset(admin)
+    relay = start_relay(settings)
+    workers = start_workers(settings, 2, 100, "judged")
+    try:
+        with Client(settings.url, settings.redis_url) as client:
+            wait_ready(settings, admin, client, "noop", workers + [relay])
+        base = scalar(admin, "SELECT count(*) FROM jobs.job WHERE status IN ('done', 'failed')")
+        specs = Jsonb([{"kind": "noop", "payload": {}}] * PER_CALL)
+        with connect(settings.url) as producer:
+            before = _cpu(workers, relay)
+            t0 = time.perf_counter()
+            for _ in range(jobs // PER_CALL):
+                producer.execute("SELECT count(*) FROM jobs.submit_many(%s)", (specs,))
+            while scalar(admin, "SELECT count(*) FROM jobs.job WHERE status IN ('done', 'failed')") - base < jobs:
+                if time.perf_counter() - t0 > TIMEOUT_S:
+                    raise RuntimeError(f"{jobs} jobs not done within {TIMEOUT_S} s")
+                time.sleep(0.02)
+            elapsed = time.perf_counter() - t0
+            after = _cpu(workers, relay)
+    finally:
+        for p in workers + [relay]:
+            stop(p)
+    return jobs / elapsed, {k: (after[k] - before[k]) / jobs * 1e6 for k in after}
+
+
+def run(settings: Settings, admin) -> dict:
+    jobs = JOBS // 3 if settings.quick else JOBS
+    path = settings.work / "ceiling_100.sql"
+    path.write_text(ceilings.script(100))
+    rates, ceilings_100, ratios = [], [], []
+    cpu: dict[str, list[float]] = {}
+    for rep in range(settings.reps):
+        reset(admin)
+        ceiling = ceilings.pgbench(settings, path)["tps"] * 100
+        rate, us = one_run(settings, admin, jobs)
+        rates.append(rate)
+        ceilings_100.append(ceiling)
+        ratios.append(rate / ceiling)
+        for k, v in us.items():
+            cpu.setdefault(k, []).append(v)
+        progress(f"judged run {rep + 1}/{settings.reps}: {rate:,.0f} jobs/s, ceiling {ceiling:,.0f} "
+                 f"({rate / ceiling:.3f}x); CPU µs/job "
+                 + ", ".join(f"{k} {v:.0f}" for k, v in us.items()))
+    reset(admin)
+    return {"jobs": jobs, "jobs_per_s": figure(rates, "jobs/s"),
+            "ceiling_batch_100": figure(ceilings_100, "jobs/s"),
+            "ratio_to_ceiling": figure(ratios, "x"),
+            "cpu_us_per_job": {k: figure(v, "µs/job") for k, v in cpu.items()}}
