@@ -9,6 +9,7 @@ so the processes can back off and retry.
 from __future__ import annotations
 
 import contextlib
+import time
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -41,6 +42,35 @@ def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
     return spec
 
 
+# A restarted server leaves dead sockets in the pool, so a connection is tested before it
+# is handed out, but only one that sat idle: testing costs a round trip, and the hot path
+# takes a connection per batch. A socket that died within the last moment fails its call
+# with OperationalError, which every caller already retries (and the pool then replaces it).
+_CHECK_AFTER_IDLE_SECONDS = 1.0
+
+
+def _stamp_returned(conn: psycopg.Connection) -> None:
+    conn._jobfence_returned_at = time.monotonic()
+
+
+def _check_if_idle(conn: psycopg.Connection) -> None:
+    returned = getattr(conn, "_jobfence_returned_at", None)
+    if returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS:
+        ConnectionPool.check_connection(conn)
+
+
+def _complete_many_params(items: Sequence[tuple[int, int, Any]], worker: str) -> dict:
+    return {"job_ids": [i[0] for i in items], "worker": worker,
+            "lease_versions": [i[1] for i in items],
+            "results": [None if i[2] is None else Jsonb(i[2]) for i in items]}
+
+
+def _fail_many_params(items: Sequence[tuple[int, int, str, bool]], worker: str) -> dict:
+    return {"job_ids": [i[0] for i in items], "worker": worker,
+            "lease_versions": [i[1] for i in items], "errors": [i[2] for i in items],
+            "retryable": [bool(i[3]) for i in items]}
+
+
 class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
@@ -56,8 +86,7 @@ class Database:
         self.pool = ConnectionPool(
             url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=timeout,
             kwargs=kwargs,
-            # A restarted server leaves dead sockets in the pool: test before handing out.
-            check=ConnectionPool.check_connection,
+            check=_check_if_idle, reset=_stamp_returned,
             # Keep trying for as long as the process lives: PostgreSQL coming back later
             # must not leave a worker with an empty pool.
             reconnect_timeout=10 * 365 * 86400.0,
@@ -143,17 +172,32 @@ class Database:
         return self._one(sql.COMPLETE, params, rows.OUTCOME)
 
     def complete_many(self, items: Sequence[tuple[int, int, Any]], worker: str) -> list[rows.Outcome]:
-        return self._all(sql.COMPLETE_MANY, {
-            "job_ids": [i[0] for i in items], "worker": worker,
-            "lease_versions": [i[1] for i in items],
-            "results": [None if i[2] is None else Jsonb(i[2]) for i in items]}, rows.OUTCOME)
+        """items: (job_id, lease_version, result); one outcome per item, in order."""
+        return self._all(sql.COMPLETE_MANY, _complete_many_params(items, worker), rows.OUTCOME)
 
     def fail_many(self, items: Sequence[tuple[int, int, str, bool]], worker: str) -> list[rows.Outcome]:
         """items: (job_id, lease_version, error, retryable); one outcome per item, in order."""
-        return self._all(sql.FAIL_MANY, {
-            "job_ids": [i[0] for i in items], "worker": worker,
-            "lease_versions": [i[1] for i in items], "errors": [i[2] for i in items],
-            "retryable": [bool(i[3]) for i in items]}, rows.OUTCOME)
+        return self._all(sql.FAIL_MANY, _fail_many_params(items, worker), rows.OUTCOME)
+
+    def finish_many(self, completions: Sequence[tuple[int, int, Any]],
+                    failures: Sequence[tuple[int, int, str, bool]],
+                    worker: str) -> tuple[list[rows.Outcome], list[rows.Outcome]]:
+        """``complete_many`` and ``fail_many`` in one round trip (pipeline mode), each still
+        its own transaction. If the server refuses either, the error is raised and neither
+        list is returned: report them apart to find the culprit."""
+        with self.pool.connection() as conn:
+            try:
+                with conn.pipeline():
+                    done = conn.cursor(row_factory=rows.OUTCOME)
+                    done.execute(sql.COMPLETE_MANY, _complete_many_params(completions, worker))
+                    failed = conn.cursor(row_factory=rows.OUTCOME)
+                    failed.execute(sql.FAIL_MANY, _fail_many_params(failures, worker))
+                return done.fetchall(), failed.fetchall()
+            except psycopg.Error as exc:
+                mapped = translate(exc)
+                if mapped is exc:
+                    raise
+                raise mapped from exc
 
     def heartbeat_many(self, leases: Sequence[tuple[int, int]], worker: str) -> list[rows.Beat]:
         """leases: (job_id, lease_version); one row per lease, never waiting on a row lock."""

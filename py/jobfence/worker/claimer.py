@@ -19,7 +19,7 @@ import redis
 from ..app import Context
 from ..errors import JobfenceError
 from ..rows import Lease
-from .common import Backoff, Job, JobLogger, PinnedDatabase, describe, event, logger, sqlstate
+from .common import Backoff, Job, JobLogger, describe, event, logger, sqlstate
 
 if TYPE_CHECKING:
     from .core import Worker
@@ -30,7 +30,7 @@ MOVE_DUE_EVERY = 0.5
 class Claimer:
     def __init__(self, worker: "Worker"):
         self.w = worker
-        self.db = PinnedDatabase(worker.db, binary_lists=True)
+        self.db = worker.db
         self.claimed = 0  # written by this thread only
         self.freed = threading.Event()  # set by the reporter when handlers return
         # Paces the loop after claims that failed for reasons other than a lost server.

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import json
 import logging
 import os
 import socket
 from typing import Any
-
-from psycopg.types.array import ListBinaryDumper
 
 from .. import log as jlog
 from ..app import Context, Task
@@ -122,62 +118,6 @@ def _has_nul(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_has_nul(v) for v in value)
     return False
-
-
-class PinnedDatabase:
-    """The ``Database`` methods, run on one connection held across calls.
-
-    The shared pool tests a connection with a query every time it hands one out (so a
-    restarted server is noticed); for a room that sends a statement per batch that doubles
-    the round trips. A pinned connection is kept while it works and given back to the pool
-    at the first error, so the next call gets a tested (or fresh) one.
-    """
-
-    def __init__(self, db, *, binary_lists: bool = False):
-        self._db = db
-        self._pool = db.pool
-        self._binary_lists = binary_lists
-        self._cm = None
-        self._conn = None
-        # The Database methods reach their connection through ``self.pool.connection()``.
-        self.pool = self
-
-    @contextlib.contextmanager
-    def connection(self):
-        if self._conn is None:
-            self._cm = self._pool.connection()
-            self._conn = self._cm.__enter__()
-            if self._binary_lists:
-                # Batch parameters (ids, versions, a jsonb[] of results) sent as binary
-                # arrays: the text form quotes and escapes every JSON document, which cost
-                # about as much CPU as all the rest of a job's reporting.
-                self._conn.adapters.register_dumper(list, ListBinaryDumper)
-        try:
-            yield self._conn
-        except BaseException as exc:
-            self._drop(exc)
-            raise
-
-    def _drop(self, exc: BaseException | None) -> None:
-        cm, conn, self._cm, self._conn = self._cm, self._conn, None, None
-        if cm is None:
-            return
-        if self._binary_lists:
-            # Its adapters differ from the pool's: close it rather than lend it to others.
-            conn.close()
-        cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-
-    def release(self) -> None:
-        self._drop(None)
-
-    def __getattr__(self, name):
-        # Database methods bound to this object, so that they use the pinned connection.
-        attr = inspect.getattr_static(type(self._db), name, None)
-        if isinstance(attr, staticmethod):
-            return attr.__func__
-        if inspect.isfunction(attr):
-            return attr.__get__(self, type(self))
-        return getattr(self._db, name)
 
 
 def sqlstate(exc: BaseException) -> str | None:

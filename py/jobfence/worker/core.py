@@ -156,10 +156,6 @@ class Worker:
                         room.stop()
             if self.keeper is not None and self.keeper in started:
                 self.keeper.stop()
-            for room in (self.claimer, self.reporter, self.keeper):
-                if room is not None:
-                    with contextlib.suppress(Exception):
-                        room.db.release()
             for closing in (self.db, self.lease_db, self.transport):
                 if closing is not None:
                     with contextlib.suppress(Exception):

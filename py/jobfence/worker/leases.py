@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from ..errors import JobfenceError
-from .common import RUNNING, Job, PinnedDatabase, describe, event, sqlstate
+from .common import RUNNING, Job, describe, event, sqlstate
 from .reporter import FAIL, LOST
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ LOCKED_RETRY_SECONDS = 0.2
 class LeaseKeeper:
     def __init__(self, worker: "Worker", db, *, stats_every: float):
         self.w = worker
-        self.db = PinnedDatabase(db)
+        self.db = db
         self.stats_every = stats_every
         # Lost leases are counted by the reporter, which hears of every one of them.
         self.stats = {"beats": 0, "beat_failures": 0, "timeouts": 0}

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 import redis
-from psycopg.types.json import Jsonb
 
-from .. import rows, sql
+from .. import rows
 from ..errors import JobfenceError
-from .common import (OUTCOME_RETRY_SECONDS, Backoff, Job, PinnedDatabase, describe, event, logger,
+from .common import (OUTCOME_RETRY_SECONDS, Backoff, Job, describe, event, logger,
                      sqlstate)
 
 if TYPE_CHECKING:
@@ -39,7 +38,7 @@ class _Abandoned(Exception):
 class Reporter:
     def __init__(self, worker: "Worker", *, flush_size: int, linger: float):
         self.w = worker
-        self.db = PinnedDatabase(worker.db, binary_lists=True)
+        self.db = worker.db
         self.flush_size = max(1, flush_size)
         self.linger = linger
         self.q: collections.deque = collections.deque()
@@ -152,21 +151,9 @@ class Reporter:
         return out_ok, out_fail
 
     def _pipelined(self, oks, fails):
-        name = self.w.name
-        with self.db.connection() as conn:
-            with conn.pipeline():
-                c1 = conn.cursor(row_factory=rows.OUTCOME)
-                c1.execute(sql.COMPLETE_MANY, {
-                    "job_ids": [j.job_id for j, _ in oks], "worker": name,
-                    "lease_versions": [j.lease_version for j, _ in oks],
-                    "results": [None if r is None else Jsonb(r) for _, r in oks]})
-                c2 = conn.cursor(row_factory=rows.OUTCOME)
-                c2.execute(sql.FAIL_MANY, {
-                    "job_ids": [j.job_id for j, _, _ in fails], "worker": name,
-                    "lease_versions": [j.lease_version for j, _, _ in fails],
-                    "errors": [e for _, e, _ in fails],
-                    "retryable": [bool(r) for _, _, r in fails]})
-            return c1.fetchall(), c2.fetchall()
+        return self.db.finish_many([(j.job_id, j.lease_version, r) for j, r in oks],
+                                   [(j.job_id, j.lease_version, e, r) for j, e, r in fails],
+                                   self.w.name)
 
     def _complete(self, oks):
         """complete_many; when the server refuses the batch (a result jsonb cannot hold),
