@@ -19,7 +19,7 @@ RETURNS SETOF jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
-SET plan_cache_mode = force_generic_plan
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     ended_ids bigint[] := '{}';
@@ -65,10 +65,18 @@ BEGIN
                         WHEN i.verdict = 'expired' THEN 'reaped'
                         ELSE 'retried' END AS reason
               FROM input AS i
-              JOIN jobs.job AS cur ON cur.id = i.id
-             WHERE cur.status = 'processing'
-               AND cur.owned_by = i.worker
-               AND cur.lease_version = i.lease_version
+              -- One primary-key lookup per item, whatever the statistics say: LATERAL with
+              -- LIMIT keeps the items outside (a join could be turned round into a scan of
+              -- the table, or of a partial index, per item), and IS NOT DISTINCT FROM does
+              -- not prove a partial index's predicate (see jobs.claimable).
+             CROSS JOIN LATERAL (
+                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at
+                     FROM jobs.job AS j
+                    WHERE j.id = i.id
+                      AND j.status IS NOT DISTINCT FROM 'processing'
+                      AND j.owned_by = i.worker
+                      AND j.lease_version = i.lease_version
+                    LIMIT 1) AS cur
              ORDER BY i.id, i.ord
         ), finished AS (
             UPDATE jobs.job AS j
@@ -92,7 +100,7 @@ BEGIN
               FROM decided AS d
              WHERE j.id = d.id
                -- Re-checked on the newest version after a lock wait: the lease is still held...
-               AND j.status = 'processing'
+               AND j.status IS NOT DISTINCT FROM 'processing'
                AND j.owned_by = d.worker
                AND j.lease_version = d.lease_version
                -- ...and the facts the next state was decided on still hold.

@@ -10,7 +10,7 @@ RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
-SET plan_cache_mode = force_generic_plan
+SET plan_cache_mode = force_custom_plan
 AS $$
 BEGIN
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.

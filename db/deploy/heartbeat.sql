@@ -21,7 +21,7 @@ BEGIN
        SET lease_expires_at = greatest(j.lease_expires_at, least(now() + j.lease_timeout, j.claimed_at + j.timeout)),
            updated_at = now()
      WHERE j.id = heartbeat.job_id
-       AND j.status = 'processing'
+       AND j.status IS NOT DISTINCT FROM 'processing'  -- primary key, never a partial index: see jobs.claimable
        AND j.owned_by = heartbeat.worker
        AND j.lease_version = heartbeat.lease_version
     RETURNING now() < j.claimed_at + j.timeout, j.cancel_requested_at IS NOT NULL, j.lease_expires_at

@@ -7,7 +7,7 @@ RETURNS TABLE (job_id bigint, held boolean, alive boolean, cancel_requested bool
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
-SET plan_cache_mode = force_generic_plan
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -28,14 +28,20 @@ BEGIN
         SELECT i.id, i.lease_version
           FROM unnest(heartbeat_many.job_ids, heartbeat_many.lease_versions) AS i(id, lease_version)
     ), locked AS (
-        SELECT j.id
-          FROM input AS i
-          JOIN jobs.job AS j ON j.id = i.id
-         WHERE j.status = 'processing'
-           AND j.owned_by = heartbeat_many.worker
-           AND j.lease_version = i.lease_version
-         ORDER BY j.id
-           FOR UPDATE OF j SKIP LOCKED
+        -- One primary-key lookup per item (LATERAL with LIMIT keeps the items outside; IS
+        -- NOT DISTINCT FROM proves no partial index's predicate: see jobs.claimable), in id
+        -- order, so two keepers never lock in opposite orders.
+        SELECT l.id
+          FROM (SELECT DISTINCT i.id, i.lease_version FROM input AS i ORDER BY i.id) AS i
+         CROSS JOIN LATERAL (
+               SELECT j.id
+                 FROM jobs.job AS j
+                WHERE j.id = i.id
+                  AND j.status IS NOT DISTINCT FROM 'processing'
+                  AND j.owned_by = heartbeat_many.worker
+                  AND j.lease_version = i.lease_version
+                LIMIT 1
+                  FOR UPDATE SKIP LOCKED) AS l
     ), beat AS (
         UPDATE jobs.job AS j
            SET lease_expires_at = greatest(j.lease_expires_at, least(now() + j.lease_timeout, j.claimed_at + j.timeout)),
@@ -53,7 +59,7 @@ BEGIN
            CASE WHEN a.held THEN cur.cancel_requested_at IS NOT NULL END,
            CASE WHEN a.held THEN cur.lease_expires_at END
       FROM unnest(heartbeat_many.job_ids, heartbeat_many.lease_versions) WITH ORDINALITY AS i(id, lease_version, ord)
-      LEFT JOIN jobs.job AS cur ON cur.id = i.id
+      LEFT JOIN LATERAL (SELECT j.* FROM jobs.job AS j WHERE j.id = i.id LIMIT 1) AS cur ON true
      CROSS JOIN LATERAL (
            SELECT CASE WHEN cur.status IS DISTINCT FROM 'processing' OR cur.owned_by IS DISTINCT FROM heartbeat_many.worker
                             OR cur.lease_version IS DISTINCT FROM i.lease_version THEN false

@@ -21,7 +21,7 @@ BEGIN
     WITH marked_jobs AS (
         UPDATE jobs.job AS j
            SET status = 'enqueue_failed', updated_at = now()
-         WHERE j.id = ANY (mark_enqueue_failed.job_ids) AND j.status = 'queued'
+         WHERE j.id = ANY (mark_enqueue_failed.job_ids) AND j.status IS NOT DISTINCT FROM 'queued'
         RETURNING j.id, j.lease_version
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)

@@ -17,7 +17,7 @@ BEGIN
     SELECT j.id, j.queue, j.run_after
       FROM jobs.job AS j
      WHERE j.id = ANY (signals.job_ids)
-       AND j.status = 'queued'
+       AND j.status IS NOT DISTINCT FROM 'queued'  -- primary key, never a partial index: see jobs.claimable
        AND j.pending_children = 0
      ORDER BY j.id;
 END $$;
