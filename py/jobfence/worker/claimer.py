@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
 
 import psycopg
 import redis
@@ -19,16 +18,14 @@ import redis
 from ..app import Context
 from ..errors import JobfenceError
 from ..rows import Lease
-from .common import Backoff, Job, JobLogger, describe, event, logger, sqlstate
+from .common import Backoff, Host, Job, JobLogger, describe, event, logger, sqlstate
 
-if TYPE_CHECKING:
-    from .core import Worker
 
 MOVE_DUE_EVERY = 0.5
 
 
 class Claimer:
-    def __init__(self, worker: "Worker"):
+    def __init__(self, worker: Host):
         self.w = worker
         self.db = worker.db
         self.claimed = 0  # written by this thread only

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import socket
-from typing import Any
+from typing import Any, Protocol
 
 from .. import log as jlog
 from ..app import Context, Task
@@ -133,3 +133,24 @@ def describe(exc: BaseException) -> str:
 def event(level: int, name: str, msg: str, **fields: Any) -> None:
     jlog.event(logger, level, name, msg, **fields)
 
+
+class Host(Protocol):
+    """What the rooms may ask of the worker that holds them (``core.Worker``): its name and
+    connections, its other rooms, and the job table. The rooms name this rather than the
+    Worker class, so the worker depends on its rooms and never the other way round."""
+
+    name: str
+    queues: list[str]
+    db: Any
+    transport: Any
+    claimer: Any
+    reporter: Any
+    held: dict[int, "Job"]
+
+    def forget(self, job: "Job") -> None: ...
+
+    def timed_out(self, job: "Job") -> None: ...
+
+    def hard_stopped(self) -> bool: ...
+
+    def log_stats(self) -> None: ...

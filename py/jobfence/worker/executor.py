@@ -19,14 +19,11 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Cancelled, LeaseLost, NonRetryable
-from .common import RETURNED, RUNNING, Job, check_result, event, logger
+from .common import RETURNED, RUNNING, Host, Job, check_result, event, logger
 from .reporter import DONE, FAIL_RET, GONE, LOST_RET, OK
-
-if TYPE_CHECKING:
-    from .core import Worker
 
 
 def failure_of(job: Job, exc: BaseException, worker: str) -> tuple[str, bool]:
@@ -54,7 +51,7 @@ def failure_of(job: Job, exc: BaseException, worker: str) -> tuple[str, bool]:
 class Outcomes:
     """What every executor does once a handler is done with a job."""
 
-    def __init__(self, worker: "Worker"):
+    def __init__(self, worker: Host):
         self.w = worker
         self.add = worker.reporter.add
 
@@ -174,7 +171,7 @@ class _Discard(Exception):
 
 
 class ThreadExecutor:
-    def __init__(self, worker: "Worker", outcomes: Outcomes, size: int, max_hung: int):
+    def __init__(self, worker: Host, outcomes: Outcomes, size: int, max_hung: int):
         self.w = worker
         self.outcomes = outcomes
         self.size = size
@@ -284,7 +281,7 @@ class ThreadExecutor:
 class AsyncExecutor:
     """``async def`` handlers, up to ``size`` in flight on one event loop thread."""
 
-    def __init__(self, worker: "Worker", outcomes: Outcomes, size: int):
+    def __init__(self, worker: Host, outcomes: Outcomes, size: int):
         self.w = worker
         self.outcomes = outcomes
         self.size = size

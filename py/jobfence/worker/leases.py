@@ -13,16 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
 
 import psycopg
 
 from ..errors import JobfenceError
-from .common import RUNNING, Job, describe, event, sqlstate
+from .common import RUNNING, Host, Job, describe, event, sqlstate
 from .reporter import FAIL, LOST
 
-if TYPE_CHECKING:
-    from .core import Worker
 
 TICK_SECONDS = 0.05
 # A row locked elsewhere (held = NULL) was not checked: ask again soon, not a lease later.
@@ -30,7 +27,7 @@ LOCKED_RETRY_SECONDS = 0.2
 
 
 class LeaseKeeper:
-    def __init__(self, worker: "Worker", db, *, stats_every: float):
+    def __init__(self, worker: Host, db, *, stats_every: float):
         self.w = worker
         self.db = db
         self.stats_every = stats_every

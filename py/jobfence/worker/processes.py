@@ -17,14 +17,10 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING
 
 from ..app import Task
-from .common import RUNNING, Job, event
-
-if TYPE_CHECKING:
-    from .core import Worker
-    from .executor import Outcomes
+from .common import RUNNING, Host, Job, event
+from .executor import Outcomes
 
 POLL_SECONDS = 0.05
 # A child imports the app before it says it is ready; past this it is deemed broken.
@@ -161,7 +157,7 @@ class _Slot:
 
 
 class ProcessExecutor:
-    def __init__(self, worker: "Worker", outcomes: "Outcomes", size: int, tasks: list[Task]):
+    def __init__(self, worker: Host, outcomes: Outcomes, size: int, tasks: list[Task]):
         self.w = worker
         self.outcomes = outcomes
         self.refs = {t.kind: handler_ref(t) for t in tasks}

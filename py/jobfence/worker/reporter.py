@@ -12,18 +12,16 @@ import collections
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 import redis
 
 from .. import rows
 from ..errors import JobfenceError
-from .common import (OUTCOME_RETRY_SECONDS, Backoff, Job, describe, event, logger,
+from .common import (OUTCOME_RETRY_SECONDS, Backoff, Host, Job, describe, event, logger,
                      sqlstate)
 
-if TYPE_CHECKING:
-    from .core import Worker
 
 # Item kinds. Those up to LOST_RET mean "the handler side is done with this job" and free a
 # place in the claim budget; FAIL and LOST come from the lease keeper or the shutdown path.
@@ -36,7 +34,7 @@ class _Abandoned(Exception):
 
 
 class Reporter:
-    def __init__(self, worker: "Worker", *, flush_size: int, linger: float):
+    def __init__(self, worker: Host, *, flush_size: int, linger: float):
         self.w = worker
         self.db = worker.db
         self.flush_size = max(1, flush_size)
