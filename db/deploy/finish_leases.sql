@@ -19,7 +19,9 @@ RETURNS SETOF jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
-SET plan_cache_mode = force_custom_plan
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_nestloop = off
 AS $$
 DECLARE
     ended_ids bigint[] := '{}';
@@ -98,7 +100,10 @@ BEGIN
                    finished_at = CASE WHEN d.next_status = 'queued' THEN NULL ELSE now() END,
                    updated_at = now()
               FROM decided AS d
+             -- Found through the primary key (id = ANY), joined by hash: the same plan on an
+             -- empty table as on a full one (docs/decisions.md, "planned the same on any table").
              WHERE j.id = d.id
+               AND j.id = ANY (finish_leases.job_ids)
                -- Re-checked on the newest version after a lock wait: the lease is still held...
                AND j.status IS NOT DISTINCT FROM 'processing'
                AND j.owned_by = d.worker

@@ -10,15 +10,19 @@ RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
-SET plan_cache_mode = force_custom_plan
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_nestloop = off
 AS $$
 BEGIN
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
     RETURN QUERY
     -- Through the view: the UPDATE itself locks each row and re-checks "claimable" on its
     -- newest version after a lock wait, so there is no separate lock pass and exactly one of
-    -- N racing claims of a job wins. The ids are joined in ascending order (primary-key
-    -- lookups, rows locked in id order: overlapping batches cannot deadlock).
+    -- N racing claims of a job wins. The plan is the same whatever the statistics (see
+    -- docs/decisions.md, "planned the same on any table"): the rows are found through the
+    -- primary key (id = ANY) and visited in physical order, the same order for every
+    -- caller, so overlapping batches cannot deadlock.
     WITH claimed AS (
         UPDATE jobs.claimable AS j
            SET status = 'processing',
@@ -27,8 +31,9 @@ BEGIN
                claimed_at = now(),
                lease_expires_at = now() + least(j.lease_timeout, j.timeout),
                updated_at = now()
-          FROM (SELECT DISTINCT u.id FROM unnest(grant_leases.job_ids) AS u(id) ORDER BY u.id) AS wanted
+          FROM (SELECT DISTINCT u.id FROM unnest(grant_leases.job_ids) AS u(id)) AS wanted
          WHERE j.id = wanted.id
+           AND j.id = ANY (grant_leases.job_ids)
         RETURNING j.*
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)

@@ -7,7 +7,9 @@ RETURNS TABLE (job_id bigint, held boolean, alive boolean, cancel_requested bool
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
-SET plan_cache_mode = force_custom_plan
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_nestloop = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -48,6 +50,7 @@ BEGIN
                updated_at = now()
           FROM locked AS l
          WHERE j.id = l.id
+           AND j.id = ANY (heartbeat_many.job_ids)
         RETURNING j.id
     )
     SELECT coalesce(array_agg(b.id), '{}') INTO refreshed FROM beat AS b;

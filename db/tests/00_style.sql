@@ -59,9 +59,9 @@ SELECT is_empty($$ SELECT signature FROM jobs_fn
                     WHERE proconfig IS NULL
                        OR proconfig[1] IS DISTINCT FROM 'search_path=pg_catalog, pg_temp'
                        OR NOT proconfig[2:] @> ARRAY['jit=off']
-                       OR NOT proconfig[2:] <@ ARRAY['jit=off', 'plan_cache_mode=force_generic_plan']
-                          AND NOT proconfig[2:] <@ ARRAY['jit=off', 'plan_cache_mode=force_custom_plan'] $$,
-                'style: every jobs function pins search_path = pg_catalog, pg_temp, turns JIT off (and at most chooses generic or custom plans)');
+                       OR NOT proconfig[2:] <@ ARRAY['jit=off', 'plan_cache_mode=force_generic_plan',
+                                                     'enable_seqscan=off', 'enable_nestloop=off'] $$,
+                'style: every jobs function pins search_path = pg_catalog, pg_temp, turns JIT off (and at most forces generic plans and index-driven joins)');
 SELECT is_empty($$ SELECT signature FROM jobs_fn
                     WHERE coalesce(btrim(obj_description(oid, 'pg_proc')), '') = '' $$,
                 'style: every jobs function has a COMMENT');
