@@ -106,7 +106,7 @@ def main() -> int:
             path, charts = report.write(results, RESULTS, stamp, latest="interrupted" not in results)
             progress(f"wrote {path.relative_to(ROOT)}" + "".join(f", {c.relative_to(ROOT)}" for c in charts))
         failed = [c for c in results.get("e2e", {}).get("configs", []) if c.get("error")]
-        if failed:
+        if failed or sys.exc_info()[0] is not None:  # keep the logs of a run that failed
             progress(f"worker and relay logs kept in {settings.work}")
         else:
             shutil.rmtree(settings.work, ignore_errors=True)

@@ -19,7 +19,7 @@ from .e2e import start_relay, start_workers, wait_ready
 
 JOBS = 60_000
 PER_CALL = 1_000
-TIMEOUT_S = 300
+TIMEOUT_S = 120
 
 
 def _ticks(pid: int) -> float:
@@ -46,11 +46,20 @@ def one_run(settings: Settings, admin, jobs: int) -> tuple[float, dict]:
     from jobfence import Client
 
     reset(admin)
+    relay_log = settings.work / "relay.log"
+    seen = relay_log.stat().st_size if relay_log.exists() else 0  # the log grows across runs
     relay = start_relay(settings)
     workers = start_workers(settings, 2, 100, "judged")
     try:
         with Client(settings.url, settings.redis_url) as client:
             wait_ready(settings, admin, client, "noop", workers + [relay])
+        # Notifications sent before the relay listens reach nobody, and this configuration
+        # has no reaper to re-push them: start submitting only once it listens.
+        deadline = time.monotonic() + 60
+        while "relay_listening" not in relay_log.read_bytes()[seen:].decode(errors="replace"):
+            if time.monotonic() > deadline or relay.poll() is not None:
+                raise RuntimeError("the relay did not start listening within 60 s")
+            time.sleep(0.05)
         base = scalar(admin, "SELECT count(*) FROM jobs.job WHERE status IN ('done', 'failed')")
         specs = Jsonb([{"kind": "noop", "payload": {}}] * PER_CALL)
         with connect(settings.url) as producer:
@@ -60,7 +69,9 @@ def one_run(settings: Settings, admin, jobs: int) -> tuple[float, dict]:
                 producer.execute("SELECT count(*) FROM jobs.submit_many(%s)", (specs,))
             while scalar(admin, "SELECT count(*) FROM jobs.job WHERE status IN ('done', 'failed')") - base < jobs:
                 if time.perf_counter() - t0 > TIMEOUT_S:
-                    raise RuntimeError(f"{jobs} jobs not done within {TIMEOUT_S} s")
+                    states = admin.execute("SELECT status::text, count(*) FROM jobs.job GROUP BY 1").fetchall()
+                    raise RuntimeError(f"{jobs} jobs not done within {TIMEOUT_S} s: {dict(states)}; "
+                                       f"logs in {settings.work}")
                 time.sleep(0.02)
             elapsed = time.perf_counter() - t0
             after = _cpu(workers, relay)

@@ -71,8 +71,11 @@ class Relay:
                     jlog.event(logger, logging.INFO, "relay_listening",
                                "listening on jobs_submitted", queues=sorted(self.queues))
                     backoff.reset()
-                    # Anything committed while nobody listened is only in PostgreSQL now.
-                    self.catch_up()
+                    # Anything committed while nobody listened is only in PostgreSQL now,
+                    # however recent: a notification sent a moment before LISTEN reached no
+                    # one. Pushing every claimable job once is harmless (a duplicate claim is
+                    # a no-op); waiting for stale_after would leave them to the reaper.
+                    self.catch_up(older_than=0.0)
                     self._listen(conn)
             except psycopg.OperationalError as exc:
                 if self._stop.is_set():
@@ -132,12 +135,15 @@ class Relay:
                        "Redis push failed; jobs parked as enqueue_failed", error=str(exc),
                        count=len(ids), marked=marked, job_ids=ids[:20])
 
-    def catch_up(self) -> int:
+    def catch_up(self, older_than: float | None = None) -> int:
+        """Push the claimable jobs untouched for ``older_than`` seconds (default: the
+        relay's ``stale_after``) of every queue."""
         # Read afresh each time: a queue first used while the relay was away is exactly the
         # one whose notifications it missed.
         queues = sorted(self.queues | set(self.db.queues()))
+        age = self.stale_after if older_than is None else older_than
         stale = [(s.job_id, s.queue, s.run_after)
-                 for queue in queues for s in self.db.stale_queued(queue, self.stale_after)]
+                 for queue in queues for s in self.db.stale_queued(queue, age)]
         if stale:
             self._push(stale)
             jlog.event(logger, logging.INFO, "relay_caught_up",

@@ -6,6 +6,7 @@ before it was sent, so Redis holds no key for its queue and only PostgreSQL know
 
 from __future__ import annotations
 
+import psycopg
 import redis as redis_lib
 
 from jobfence.db import Database
@@ -116,3 +117,19 @@ def test_billing_job_whose_signal_was_lost_is_done_by_a_billing_worker(procs):
         assert "billing" in reaper.find("reaper_queues")[-1]["queues"]
     finally:
         db.close()
+
+
+def test_relay_pushes_at_connect_what_was_committed_just_before_it_listened(procs, declared, redis_url):
+    """A notification sent before the relay's LISTEN reaches no one. The relay's catch-up at
+    connect must push such a job however recent it is; with only the stale sweep
+    (--stale-after, here an hour) it would wait for a reaper, and there is none here."""
+    with psycopg.connect(declared, autocommit=True) as c:
+        job_id = c.execute("SELECT id FROM jobs.submit('noop', '{}', notify => true)").fetchone()[0]
+    relay = procs.start("relay", "relay", "--stale-after", "3600")
+    relay.wait_for("relay_listening")
+    r = redis_lib.Redis.from_url(redis_url)
+    try:
+        wait_until(lambda: str(job_id).encode() in r.lrange(ready_key("default"), 0, -1),
+                   timeout=30, what="the job's id pushed by the relay's catch-up")
+    finally:
+        r.close()
