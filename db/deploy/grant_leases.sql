@@ -21,8 +21,8 @@ BEGIN
     -- newest version after a lock wait, so there is no separate lock pass and exactly one of
     -- N racing claims of a job wins. The plan is the same whatever the statistics (see
     -- docs/decisions.md, "planned the same on any table"): the rows are found through the
-    -- primary key (id = ANY) and visited in physical order, the same order for every
-    -- caller, so overlapping batches cannot deadlock.
+    -- primary key (id = ANY; a repeated id is one row) and visited in the same order by
+    -- every caller, so overlapping batches cannot deadlock.
     WITH claimed AS (
         UPDATE jobs.claimable AS j
            SET status = 'processing',
@@ -31,9 +31,7 @@ BEGIN
                claimed_at = now(),
                lease_expires_at = now() + least(j.lease_timeout, j.timeout),
                updated_at = now()
-          FROM (SELECT DISTINCT u.id FROM unnest(grant_leases.job_ids) AS u(id)) AS wanted
-         WHERE j.id = wanted.id
-           AND j.id = ANY (grant_leases.job_ids)
+         WHERE j.id = ANY (grant_leases.job_ids)
         RETURNING j.*
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
