@@ -53,7 +53,7 @@ def record(targets: dict[str, int], seconds: float) -> dict:
 
 
 def summarise(raw: Path, seconds: float) -> dict:
-    self_time, total_time, idle, samples = Counter(), Counter(), 0, 0
+    self_time, total_time, samples = Counter(), Counter(), 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
