@@ -67,7 +67,7 @@ def scalar(conn: psycopg.Connection, sql: str, params=None):
 def reset(conn: psycopg.Connection) -> None:
     """Every timed run starts from empty tables so earlier runs' rows do not weigh on it.
     CASCADE reaches whatever tables reference jobs.job in the deployed plan."""
-    conn.execute("TRUNCATE jobs.job, jobs.event CASCADE")
+    conn.execute("TRUNCATE jobs.job, jobs.event, jobs.metric_minute CASCADE")
     if scalar(conn, "SELECT to_regclass('public.plain_job') IS NOT NULL"):
         conn.execute("TRUNCATE public.plain_job")
     conn.execute("VACUUM ANALYZE jobs.job")

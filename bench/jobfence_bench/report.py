@@ -129,6 +129,8 @@ def table(res: dict) -> str:
                      "empty table's" if name != "empty" else "")
             _row(lines, f"  {name}: claim_next p50 ms", s["claim_next_p50"])
             _row(lines, f"  {name}: claim_next p99 ms", s["claim_next_p99"])
+            for query, fig in s.get("observe", {}).items():
+                _row(lines, f"  {name}: {query} ms", fig)
         b = scale.get("bytes_per_million_done")
         if b:
             lines.append("  bytes per million done jobs (with their 3 events): " + ", ".join(

@@ -35,6 +35,20 @@ SELECT j.id, j.created_at, e.f::jobs.status, e.t::jobs.status, e.v, e.w, e.r
                      ('processing', 'done', 1, 'w', 'completed')) AS e(f, t, v, w, r)
  WHERE j.id > %(after)s AND (j.status = 'done' OR e.r = 'submitted')
 """
+# A month of rollup minutes for the bench kind, every shard written, every histogram full:
+# what jobs.metric_minute holds on a server that ran this kind non-stop for 30 days.
+ROLLUP = """
+INSERT INTO jobs.metric_minute (minute, kind, shard, submitted, started, succeeded, failed, retried,
+                                slo_met, ended_after, wait_hist, run_hist, latency_hist)
+SELECT date_trunc('minute', now()) - m * interval '1 minute', 'bench', s, 600, 600, 590, 10, 10, 585,
+       '{590,8,2,0}', h, h, h
+  FROM generate_series(1, 30 * 1440) AS m, generate_series(0, 3) AS s,
+       (SELECT array_agg((k % 7)::integer) AS h FROM generate_series(1, 92) AS k) AS x
+ON CONFLICT DO NOTHING
+"""
+OBSERVE = {"queue_depth": "SELECT * FROM jobs.queue_depth",
+           "metrics_1h": "SELECT * FROM jobs.metrics('1 hour')",
+           "metrics_1d": "SELECT * FROM jobs.metrics('1 day')"}
 SIZES = """
 SELECT pg_relation_size('jobs.job'), pg_indexes_size('jobs.job') + coalesce(pg_relation_size(reltoastrelid), 0),
        pg_relation_size('jobs.event'), pg_indexes_size('jobs.event')
@@ -77,6 +91,21 @@ def claim_latency(settings: Settings, admin, calls: int) -> dict:
     return {"p50": ms[len(ms) // 2], "p99": ms[int(len(ms) * 0.99)]}
 
 
+def observe_latency(settings: Settings, calls: int = 20) -> dict:
+    """Milliseconds per call of the observability queries (docs/observability.md, "Cost")."""
+    out = {}
+    with connect(settings.url) as conn:
+        for name, query in OBSERVE.items():
+            conn.execute(query).fetchall()
+            ms = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                conn.execute(query).fetchall()
+                ms.append((time.perf_counter() - t) * 1000)
+            out[name] = figure(ms, "ms")
+    return out
+
+
 def state(settings: Settings, admin, name: str) -> dict:
     rates, norm, p50, p99 = [], [], [], []
     script = settings.work / "ceiling_100.sql"
@@ -95,10 +124,14 @@ def state(settings: Settings, admin, name: str) -> dict:
     out = {"jobs_per_s": figure(rates, "jobs/s"), "vs_ceiling": figure(norm, "x pgbench batch 100"),
            "claim_next_p50": figure(p50, "ms"),
            "claim_next_p99": figure(p99, "ms"),
-           "rows": scalar(admin, "SELECT count(*) FROM jobs.job")}
+           "rows": scalar(admin, "SELECT count(*) FROM jobs.job"),
+           "observe": observe_latency(settings)}
+    obs = out["observe"]
     progress(f"scale {name}: {out['jobs_per_s']['median']:,.0f} jobs/s "
              f"({out['vs_ceiling']['median']:.3f} x the ceiling), claim_next p50 "
-             f"{out['claim_next_p50']['median']:.2f} ms")
+             f"{out['claim_next_p50']['median']:.2f} ms; queue_depth "
+             f"{obs['queue_depth']['median']:.1f} ms, metrics('1 hour') "
+             f"{obs['metrics_1h']['median']:.1f} ms, metrics('1 day') {obs['metrics_1d']['median']:.1f} ms")
     return out
 
 
@@ -106,7 +139,9 @@ def run(settings: Settings, admin) -> dict:
     steps = [100_000] if settings.quick else [1_000_000, 9_000_000]
     backlog = 50_000 if settings.quick else 1_000_000
     reset(admin)
-    results = {"states": {}}
+    admin.execute(ROLLUP)
+    admin.execute("VACUUM ANALYZE jobs.metric_minute")
+    results = {"states": {}, "rollup_rows": scalar(admin, "SELECT count(*) FROM jobs.metric_minute")}
     results["states"]["empty"] = state(settings, admin, "empty")
     total = 0
     for step in steps:

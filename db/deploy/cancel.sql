@@ -1,6 +1,7 @@
 -- Deploy jobfence:cancel to pg
 -- requires: outcome
 -- requires: release_dependents
+-- requires: tally
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.cancel(job_id bigint, reason text DEFAULT 'cancelled')
 RETURNS jobs.outcome
@@ -28,6 +29,8 @@ BEGIN
         RETURNING * INTO target;
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
         VALUES (target.id, now(), was, 'failed', target.lease_version, 'cancelled', why);
+        PERFORM jobs.tally(ARRAY[target.kind], ARRAY['cancelled'], NULL, NULL, NULL,
+                           ARRAY[date_part('epoch', now() - target.created_at)], ARRAY[target.retry_count]);
         RETURN (target.id, true, target.status, target.run_after,
                 ARRAY(SELECT w.woken_id FROM jobs.release_dependents(ARRAY[target.id]) AS w ORDER BY w.woken_id))::jobs.outcome;
     END IF;

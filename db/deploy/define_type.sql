@@ -11,7 +11,11 @@ CREATE OR REPLACE FUNCTION jobs.define_type(
     backoff_max       interval DEFAULT '5 minutes',
     max_payload_bytes integer DEFAULT 262144,
     slo_latency       interval DEFAULT '25 seconds',
-    slo_target        numeric DEFAULT 0.95)
+    slo_target        numeric DEFAULT 0.95,
+    slo_success       numeric DEFAULT 0.99,
+    max_backlog       bigint DEFAULT 10000,
+    run_time_budget   interval DEFAULT NULL,
+    max_failure_rate  numeric DEFAULT 0.05)
 RETURNS jobs.job_type
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -41,6 +45,12 @@ BEGIN
         WHEN slo_latency IS NULL OR slo_latency <= interval '0' OR slo_latency > interval '30 days' THEN
             'slo_latency must be a positive interval of at most 30 days'
         WHEN slo_target IS NULL OR slo_target <= 0 OR slo_target > 1 THEN 'slo_target must be in (0, 1]'
+        WHEN slo_success IS NULL OR slo_success <= 0 OR slo_success > 1 THEN 'slo_success must be in (0, 1]'
+        WHEN max_backlog IS NULL OR max_backlog < 1 THEN 'max_backlog must be at least 1'
+        WHEN run_time_budget <= interval '0' OR run_time_budget > interval '30 days' THEN
+            'run_time_budget must be NULL (the timeout) or a positive interval of at most 30 days'
+        WHEN max_failure_rate IS NULL OR max_failure_rate < 0 OR max_failure_rate > 1 THEN
+            'max_failure_rate must be in [0, 1]'
     END;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION 'jobs.define_type: %', problem
@@ -49,20 +59,26 @@ BEGIN
     END IF;
 
     INSERT INTO jobs.job_type AS t (kind, queue, lease_timeout, timeout, max_retries, backoff_base,
-                                    backoff_max, max_payload_bytes, slo_latency, slo_target)
+                                    backoff_max, max_payload_bytes, slo_latency, slo_target,
+                                    slo_success, max_backlog, run_time_budget, max_failure_rate)
     VALUES (define_type.kind, define_type.queue, define_type.lease_timeout, define_type.timeout,
             define_type.max_retries, define_type.backoff_base, define_type.backoff_max,
-            define_type.max_payload_bytes, define_type.slo_latency, define_type.slo_target)
+            define_type.max_payload_bytes, define_type.slo_latency, define_type.slo_target,
+            define_type.slo_success, define_type.max_backlog, define_type.run_time_budget,
+            define_type.max_failure_rate)
     ON CONFLICT ON CONSTRAINT job_type_pkey DO UPDATE
        SET queue = excluded.queue, lease_timeout = excluded.lease_timeout, timeout = excluded.timeout,
            max_retries = excluded.max_retries, backoff_base = excluded.backoff_base,
            backoff_max = excluded.backoff_max, max_payload_bytes = excluded.max_payload_bytes,
-           slo_latency = excluded.slo_latency, slo_target = excluded.slo_target, updated_at = now()
+           slo_latency = excluded.slo_latency, slo_target = excluded.slo_target,
+           slo_success = excluded.slo_success, max_backlog = excluded.max_backlog,
+           run_time_budget = excluded.run_time_budget, max_failure_rate = excluded.max_failure_rate,
+           updated_at = now()
     RETURNING * INTO defined;
     RETURN defined;
 END $$;
-COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric) IS
-    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLO. Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
-REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric) TO jobs_admin;
+COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric) IS
+    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success) and alert bounds (backlog, run-time budget, failure rate). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
+REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric) TO jobs_admin;
 COMMIT;

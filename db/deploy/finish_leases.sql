@@ -3,6 +3,7 @@
 -- requires: event
 -- requires: backoff_delay
 -- requires: release_dependents
+-- requires: tally
 BEGIN;
 -- The one exit from processing, the mirror of grant_leases. complete, complete_many, fail,
 -- fail_many and reap are thin callers: this function alone owns the authority predicate,
@@ -35,6 +36,7 @@ DECLARE
     round_ords bigint[];
     round_outcomes jobs.outcome[];
     decided_count integer;
+    tallied integer;
     rounds integer := 0;
 BEGIN
     -- No explicit row locks: the UPDATE itself waits for a concurrent writer and then
@@ -56,6 +58,7 @@ BEGIN
             -- order, so concurrent batches update rows in the same order: no deadlock.
             SELECT DISTINCT ON (i.id) i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord,
                    cur.retry_count, cur.max_retries, cur.cancel_requested_at IS NOT NULL AS cancel_asked,
+                   cur.claimed_at,
                    CASE WHEN i.verdict = 'done' THEN 'done'::jobs.status
                         WHEN cur.cancel_requested_at IS NOT NULL OR i.verdict = 'fatal'
                           OR cur.retry_count + 1 > cur.max_retries THEN 'failed'::jobs.status
@@ -72,7 +75,7 @@ BEGIN
               -- the table, or of a partial index, per item), and IS NOT DISTINCT FROM does
               -- not prove a partial index's predicate (see jobs.claimable).
              CROSS JOIN LATERAL (
-                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at
+                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at, j.claimed_at
                      FROM jobs.job AS j
                     WHERE j.id = i.id
                       AND j.status IS NOT DISTINCT FROM 'processing'
@@ -113,7 +116,8 @@ BEGIN
                AND j.max_retries = d.max_retries
                AND (j.cancel_requested_at IS NOT NULL) = d.cancel_asked
             RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key,
-                      d.worker, d.reason, d.verdict, d.error, d.ord
+                      d.worker, d.reason, d.verdict, d.error, d.ord,
+                      j.kind, j.created_at, d.claimed_at, d.retry_count
         ), logged AS (
             INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
             SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, f.reason,
@@ -124,8 +128,12 @@ BEGIN
                                                   AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL)), '{}'),
                coalesce(array_agg(f.ord ORDER BY f.ord), '{}'),
                coalesce(array_agg((f.id, true, f.status, f.run_after, '{}')::jobs.outcome ORDER BY f.ord), '{}'),
-               (SELECT count(*) FROM decided)
-          INTO round_ended, round_ords, round_outcomes, decided_count
+               (SELECT count(*) FROM decided),
+               jobs.tally(array_agg(f.kind), array_agg(f.reason), array_agg(f.verdict = 'expired'), NULL,
+                          array_agg(date_part('epoch', now() - f.claimed_at)),
+                          array_agg(CASE WHEN f.status <> 'queued' THEN date_part('epoch', now() - f.created_at) END),
+                          array_agg(f.retry_count), array_agg(f.id))
+          INTO round_ended, round_ords, round_outcomes, decided_count, tallied
           FROM finished AS f;
 
         ended_ids := ended_ids || round_ended;

@@ -2,6 +2,7 @@
 -- requires: claimable
 -- requires: event
 -- requires: lease
+-- requires: tally
 BEGIN;
 -- The queued -> processing transition shared by claim, claim_many and claim_next: the one
 -- door into processing. Ids that are not claimable now are skipped (zero rows for them).
@@ -37,10 +38,15 @@ BEGIN
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
         SELECT c.id, now(), 'queued', 'processing', c.lease_version, c.owned_by, 'claimed'
           FROM claimed AS c
+    ), tallied AS (
+        -- Queue wait is measured on a job's first claim (lease_version 1) only.
+        SELECT jobs.tally(array_agg(c.kind), array_fill('claimed'::text, ARRAY[count(*)::integer]), NULL,
+                          array_agg(CASE WHEN c.lease_version = 1 THEN date_part('epoch', now() - c.created_at) END)) AS n
+          FROM claimed AS c
     )
     SELECT c.id, c.lease_version, c.kind, c.queue, c.payload, c.retry_count + 1,
            c.lease_expires_at, c.claimed_at + c.timeout
-      FROM claimed AS c
+      FROM claimed AS c, tallied
      ORDER BY c.id;
 END $$;
 COMMENT ON FUNCTION jobs.grant_leases(bigint[], text) IS

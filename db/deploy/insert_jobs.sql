@@ -2,6 +2,7 @@
 -- requires: job
 -- requires: event
 -- requires: parse_timestamptz
+-- requires: tally
 BEGIN;
 -- The (new) -> queued transition shared by submit, submit_many and fan_out: validates the
 -- specs, honours idempotency keys, serialises ordering keys, logs events and sends the outbox
@@ -20,6 +21,7 @@ DECLARE
     new_ids bigint[];
     created_ids bigint[];
     created_rows jobs.job[];
+    created_kinds text[];
     wants_notify boolean;
     batch record;
 BEGIN
@@ -170,9 +172,11 @@ BEGIN
         SELECT i.id, now(), NULL, 'queued', i.lease_version, 'submitted'
           FROM inserted AS i
     )
-    SELECT coalesce(array_agg(i.id ORDER BY i.id), '{}'), coalesce(array_agg(i ORDER BY i.id), '{}')
-      INTO created_ids, created_rows
+    SELECT coalesce(array_agg(i.id ORDER BY i.id), '{}'), coalesce(array_agg(i ORDER BY i.id), '{}'),
+           array_agg(i.kind)
+      INTO created_ids, created_rows, created_kinds
       FROM inserted AS i;
+    PERFORM jobs.tally(created_kinds, array_fill('submitted'::text, ARRAY[cardinality(created_ids)]));
 
     IF cardinality(created_ids) = n THEN
         -- No spec met an existing key (the common case): ids follow spec order, and the

@@ -12,6 +12,12 @@ CREATE TABLE jobs.job_type (
     max_payload_bytes integer NOT NULL DEFAULT 262144,
     slo_latency       interval NOT NULL DEFAULT '25 seconds',
     slo_target        numeric NOT NULL DEFAULT 0.95,
+    -- Success is an objective of its own (reliability contract §7), and the alert bounds
+    -- live beside the objectives so every exporter and dashboard reads the same ones.
+    slo_success       numeric NOT NULL DEFAULT 0.99,
+    max_backlog       bigint NOT NULL DEFAULT 10000,
+    run_time_budget   interval,          -- NULL: the kind's timeout
+    max_failure_rate  numeric NOT NULL DEFAULT 0.05,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
     -- define_type validates with friendlier errors; these keep a hand edit honest too.
@@ -21,9 +27,13 @@ CREATE TABLE jobs.job_type (
     CONSTRAINT job_type_backoff_order CHECK (backoff_base > interval '0' AND backoff_max >= backoff_base),
     CONSTRAINT job_type_payload_limit_positive CHECK (max_payload_bytes > 0),
     CONSTRAINT job_type_slo_latency_positive CHECK (slo_latency > interval '0'),
-    CONSTRAINT job_type_slo_target_range CHECK (slo_target > 0 AND slo_target <= 1)
+    CONSTRAINT job_type_slo_target_range CHECK (slo_target > 0 AND slo_target <= 1),
+    CONSTRAINT job_type_slo_success_range CHECK (slo_success > 0 AND slo_success <= 1),
+    CONSTRAINT job_type_max_backlog_positive CHECK (max_backlog > 0),
+    CONSTRAINT job_type_run_time_budget_positive CHECK (run_time_budget > interval '0'),
+    CONSTRAINT job_type_max_failure_rate_range CHECK (max_failure_rate >= 0 AND max_failure_rate <= 1)
 );
 COMMENT ON TABLE jobs.job_type IS
-    'Per-kind definition (queue, lease, execution timeout, retry budget, backoff, payload limit, SLO). Written by jobs.define_type.';
+    'Per-kind definition (queue, lease, execution timeout, retry budget, backoff, payload limit, SLOs and alert bounds). Written by jobs.define_type.';
 REVOKE ALL ON jobs.job_type FROM PUBLIC;
 COMMIT;

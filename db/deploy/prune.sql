@@ -1,6 +1,7 @@
 -- Deploy jobfence:prune to pg
 -- requires: job
 -- requires: event
+-- requires: metric_minute
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days')
 RETURNS bigint
@@ -45,10 +46,12 @@ BEGIN
         total := total + deleted;
         EXIT WHEN deleted < batch_size;
     END LOOP;
+    -- The rollup follows the same retention: metrics never describe a window whose jobs are gone.
+    DELETE FROM jobs.metric_minute AS m WHERE m.minute < date_trunc('minute', cutoff);
     RETURN total;
 END $$;
 COMMENT ON FUNCTION jobs.prune(interval) IS
-    'Retention: delete done/failed jobs whose finished_at is older than older_than, with their events, in batches. A child is kept while its coordinator is. Returns the number of jobs deleted.';
+    'Retention: delete done/failed jobs whose finished_at is older than older_than, with their events, in batches, and metric minutes older than the cutoff. A child is kept while its coordinator is. Returns the number of jobs deleted.';
 REVOKE ALL ON FUNCTION jobs.prune(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.prune(interval) TO jobs_admin;
 COMMIT;

@@ -2,6 +2,7 @@
 -- requires: signal
 -- requires: release_dependents
 -- requires: finish_leases
+-- requires: tally
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.reap(max_jobs integer DEFAULT 1000)
 RETURNS SETOF jobs.signal
@@ -17,6 +18,7 @@ DECLARE
     requeued jobs.signal[] := '{}';
     woken bigint[] := '{}';
     overspent bigint[];
+    tallied integer;
 BEGIN
     IF max_jobs IS NULL OR max_jobs < 1 THEN
         RAISE EXCEPTION 'jobs.reap: max_jobs must be at least 1, got %', coalesce(max_jobs::text, 'NULL')
@@ -64,12 +66,17 @@ BEGIN
                error = coalesce(j.error, 'retry budget exhausted')
           FROM spent AS s
          WHERE j.id = s.id
-        RETURNING j.id, s.was, j.lease_version, j.error
+        RETURNING j.id, s.was, j.lease_version, j.error, j.kind, j.created_at, j.retry_count
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
         SELECT f.id, now(), f.was, 'failed', f.lease_version, 'exhausted', f.error FROM failed_now AS f
     )
-    SELECT coalesce(array_agg(f.id), '{}') INTO overspent FROM failed_now AS f;
+    -- No attempt ended here (no run time): the budget was spent before this claim.
+    SELECT coalesce(array_agg(f.id), '{}'),
+           jobs.tally(array_agg(f.kind), array_fill('exhausted'::text, ARRAY[count(*)::integer]), NULL, NULL, NULL,
+                      array_agg(date_part('epoch', now() - f.created_at)), array_agg(f.retry_count), array_agg(f.id))
+      INTO overspent, tallied
+      FROM failed_now AS f;
 
     IF cardinality(overspent) > 0 THEN
         woken := woken || ARRAY(SELECT w.woken_id FROM jobs.release_dependents(overspent) AS w);

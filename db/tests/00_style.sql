@@ -7,8 +7,8 @@ SELECT plan(79);
 -- The public API of DESIGN §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
 INSERT INTO expected_fn VALUES
-    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric)', 'jobs.job_type',
-     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target}', true),
+    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric)', 'jobs.job_type',
+     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate}', true),
     ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean)', 'jobs.job',
      '{kind,payload,idempotency_key,run_after,ordering_key,notify}', true),
     ('jobs.submit_many(jsonb)', 'setof jobs.job', '{specs}', true),
@@ -43,7 +43,13 @@ INSERT INTO expected_fn VALUES
     ('jobs.backoff_delay(integer,interval,interval)', NULL, NULL, false),
     ('jobs.grant_leases(bigint[],text)', NULL, NULL, false),
     ('jobs.release_dependents(bigint[])', NULL, NULL, false),
-    ('jobs.insert_jobs(text,jsonb,bigint,boolean)', NULL, NULL, false);
+    ('jobs.insert_jobs(text,jsonb,bigint,boolean)', NULL, NULL, false),
+    ('jobs.metrics(interval)', 'TABLE(kind text, queue text, window_start timestamp with time zone, window_seconds double precision, submitted bigint, started bigint, succeeded bigint, failed bigint, retried bigint, reaped bigint, cancelled bigint, dead_lettered bigint, ended_after_0 bigint, ended_after_1 bigint, ended_after_2 bigint, ended_after_3_plus bigint, wait_p50 double precision, wait_p95 double precision, wait_p99 double precision, run_p50 double precision, run_p95 double precision, run_p99 double precision, latency_p50 double precision, latency_p95 double precision, latency_p99 double precision, slo_latency double precision, slo_target numeric, slo_met bigint, slo_attainment double precision, error_budget_remaining double precision, success_rate double precision, slo_success_target numeric, dead_letter_rate double precision, failure_rate double precision, max_backlog bigint, run_time_budget double precision, max_failure_rate numeric)', '{since,kind,queue,window_start,window_seconds,submitted,started,succeeded,failed,retried,reaped,cancelled,dead_lettered,ended_after_0,ended_after_1,ended_after_2,ended_after_3_plus,wait_p50,wait_p95,wait_p99,run_p50,run_p95,run_p99,latency_p50,latency_p95,latency_p99,slo_latency,slo_target,slo_met,slo_attainment,error_budget_remaining,success_rate,slo_success_target,dead_letter_rate,failure_rate,max_backlog,run_time_budget,max_failure_rate}', true),
+    ('jobs.dead_letters(bigint[])', 'TABLE(id bigint, kind text, queue text, error text, retry_count integer, max_retries integer, reason text, finished_at timestamp with time zone)', '{job_ids,id,kind,queue,error,retry_count,max_retries,reason,finished_at}', true),
+    ('jobs.tally(text[],text[],boolean[],double precision[],double precision[],double precision[],integer[],bigint[])', NULL, NULL, false),
+    ('jobs.histogram_from(integer[],integer[])', NULL, NULL, false),
+    ('jobs.histogram_add(integer[],integer[])', NULL, NULL, false),
+    ('jobs.histogram_quantile(bigint[],double precision)', NULL, NULL, false);
 
 -- Every function in schema jobs, whatever is added later.
 CREATE TEMP VIEW jobs_fn AS
@@ -98,8 +104,11 @@ SELECT is_empty($$ SELECT c.oid::regclass, a.grantee::regrole, a.privilege_type
                      FROM pg_class AS c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) AS a
                     WHERE c.relnamespace = 'jobs'::regnamespace
                       AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S')
-                      AND a.grantee <> c.relowner $$,
-                'style: no role but the owner holds any privilege on a table, view or sequence of schema jobs');
+                      AND a.grantee <> c.relowner
+                      -- the one exception: the observability view, read-only, for jobs_admin
+                      AND NOT (c.oid = 'jobs.queue_depth'::regclass AND a.grantee = 'jobs_admin'::regrole
+                               AND a.privilege_type = 'SELECT') $$,
+                'style: no role but the owner holds any privilege on a table, view or sequence of schema jobs (but SELECT on jobs.queue_depth for jobs_admin)');
 SELECT is_empty($$ SELECT c.oid::regclass, at.attname
                      FROM pg_class AS c JOIN pg_attribute AS at ON at.attrelid = c.oid
                     WHERE c.relnamespace = 'jobs'::regnamespace AND at.attacl IS NOT NULL $$,
@@ -122,7 +131,7 @@ SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expe
               'style: schema jobs holds exactly the contract functions and the documented internal helpers');
 
 -- each public signature exists (has_function with argument types).
-SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target) exists');
+SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate) exists');
 SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean) exists');
 SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
@@ -145,7 +154,7 @@ SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigin
 SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
 
 -- return types as in DESIGN §4.
-SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
+SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
 SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
@@ -177,8 +186,8 @@ SELECT is_empty($$ SELECT e.signature, p.proargnames
 -- defaults the contract names (omitted arguments).
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean)')),
           5::smallint, 'style: submit has defaults for everything but kind');
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric)')),
-          9::smallint, 'style: define_type has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric)')),
+          13::smallint, 'style: define_type has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),
           2::smallint, 'style: claim_next defaults queues and max_jobs');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.stale_queued(text,interval,integer)')),
@@ -211,7 +220,8 @@ SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.heartbeat'),
           ARRAY['alive boolean', 'cancel_requested boolean', 'lease_expires_at timestamp with time zone'],
           'style: jobs.heartbeat is (alive, cancel_requested, lease_expires_at)');
 SELECT set_eq($$ SELECT type_name FROM type_attrs
-                  WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable') $$,
+                  WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
+                                          'jobs.metric_minute', 'jobs.queue_depth') $$,
               ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat'],
               'style: the standalone composite types are exactly lease, outcome, signal and heartbeat');
 
@@ -233,7 +243,8 @@ SELECT col_type_is('jobs', 'job', 'payload', 'jsonb', 'style: jobs.job.payload i
 SELECT col_type_is('jobs', 'job', 'run_after', 'timestamp with time zone', 'style: jobs.job.run_after is timestamptz');
 SELECT columns_are('jobs', 'job_type',
     ARRAY['kind', 'queue', 'lease_timeout', 'timeout', 'max_retries', 'backoff_base', 'backoff_max', 'max_payload_bytes',
-          'slo_latency', 'slo_target', 'created_at', 'updated_at'],
+          'slo_latency', 'slo_target', 'slo_success', 'max_backlog', 'run_time_budget', 'max_failure_rate',
+          'created_at', 'updated_at'],
     'style: jobs.job_type has the definition columns (plus created_at/updated_at)');
 
 -- the roles.

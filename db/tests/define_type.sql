@@ -1,7 +1,7 @@
 -- jobs.define_type: defaults, upsert replacing the whole definition, validation (22023, nothing
 -- changed), and a changed definition applying to new jobs only (DESIGN §3, decisions "Names").
 BEGIN;
-SELECT plan(49);
+SELECT plan(58);
 
 CREATE TEMP VIEW dt AS
 SELECT kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes,
@@ -112,6 +112,21 @@ SELECT throws_ok($$ SELECT jobs.define_type('dt_bounds', slo_latency => '31 days
                  'define_type: slo_latency over 30 days -> 22023');
 SELECT is((SELECT count(*) FROM jobs.job_type WHERE kind = 'dt_bounds'), 0::bigint,
           'define_type: rejected bounds declare nothing');
+
+-- the success objective and the alert bounds (docs/observability.md).
+SELECT is((SELECT (slo_success, max_backlog, run_time_budget, max_failure_rate)::text FROM jobs.define_type('dt_obj')),
+          '(0.99,10000,,0.05)', 'define_type: slo_success 0.99, max_backlog 10000, run_time_budget NULL (the timeout), max_failure_rate 0.05 by default');
+SELECT is((SELECT (slo_success, max_backlog, run_time_budget, max_failure_rate)::text
+             FROM jobs.define_type('dt_obj', slo_success => 0.999, max_backlog => 5, run_time_budget => '2 seconds', max_failure_rate => 0)),
+          '(0.999,5,00:00:02,0)', 'define_type: the objectives and bounds are stored as given');
+SELECT is((SELECT (slo_success, max_backlog, run_time_budget)::text FROM jobs.define_type('dt_obj')),
+          '(0.99,10000,)', 'define_type: omitted arguments take the defaults again (an upsert replaces the definition)');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', slo_success => 0) $$, '22023', NULL, 'define_type: slo_success 0 -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', slo_success => NULL) $$, '22023', NULL, 'define_type: slo_success NULL -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', max_backlog => 0) $$, '22023', NULL, 'define_type: max_backlog 0 -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', run_time_budget => '0 seconds') $$, '22023', NULL, 'define_type: run_time_budget 0 -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', max_failure_rate => 1.01) $$, '22023', NULL, 'define_type: max_failure_rate above 1 -> 22023');
+SELECT is((SELECT max_backlog FROM jobs.job_type WHERE kind = 'dt_obj'), 10000::bigint, 'define_type: a refused call changed nothing');
 
 SELECT * FROM finish();
 ROLLBACK;

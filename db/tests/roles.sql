@@ -1,7 +1,7 @@
 -- Role separation (DESIGN §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
 -- exactly their functions and get 42501 for every other one and for the tables.
 BEGIN;
-SELECT plan(119);
+SELECT plan(130);
 
 SELECT jobs.define_type('roles_t');
 
@@ -46,7 +46,9 @@ INSERT INTO calls VALUES
     ('prune',                  $$ SELECT jobs.prune() $$,                                                   false, false, true),
     ('get',                    $$ SELECT jobs.get(0) $$,                                                    true,  true,  true),
     ('events',                 $$ SELECT * FROM jobs.events(0) $$,                                          true,  false, true),
-    ('children',               $$ SELECT * FROM jobs.children(0) $$,                                        true,  true,  true);
+    ('children',               $$ SELECT * FROM jobs.children(0) $$,                                        true,  true,  true),
+    ('metrics',                $$ SELECT * FROM jobs.metrics() $$,                                          false, false, true),
+    ('dead_letters',           $$ SELECT * FROM jobs.dead_letters(ARRAY[0]::bigint[]) $$,                   false, false, true);
 GRANT SELECT ON calls TO PUBLIC;
 
 CREATE TEMP TABLE before_counts AS
@@ -158,6 +160,17 @@ SELECT is((SELECT max_retries FROM jobs.job_type WHERE kind = 'roles_k'), 2, 'ro
 SET LOCAL ROLE jobs_admin;
 SELECT is(jobs.replay(current_setting('roles.id')::bigint), false, 'roles: jobs_admin may replay (a done job: false)');
 SELECT is(jobs.prune('0 seconds'), 0::bigint, 'roles: jobs_admin may prune (nothing finished before now)');
+-- The observability view: SELECT for jobs_admin only, nothing else for anyone.
+SELECT is(pg_temp.sqlstate_of($$ SELECT * FROM jobs.queue_depth $$), 'ok', 'roles: jobs_admin may read jobs.queue_depth');
+SELECT ok(NOT has_table_privilege('jobs_admin', 'jobs.queue_depth', 'INSERT, UPDATE, DELETE, TRUNCATE'),
+          'roles: jobs_admin holds no write privilege on jobs.queue_depth');
+RESET ROLE;
+SET LOCAL ROLE jobs_producer;
+SELECT is(pg_temp.sqlstate_of($$ SELECT * FROM jobs.queue_depth $$), '42501', 'roles: jobs_producer cannot read jobs.queue_depth (42501)');
+RESET ROLE;
+SET LOCAL ROLE jobs_worker;
+SELECT is(pg_temp.sqlstate_of($$ SELECT * FROM jobs.queue_depth $$), '42501', 'roles: jobs_worker cannot read jobs.queue_depth (42501)');
+SELECT is(pg_temp.sqlstate_of($$ SELECT * FROM jobs.metric_minute $$), '42501', 'roles: jobs_worker cannot read the rollup jobs.metric_minute (42501)');
 RESET ROLE;
 
 SELECT * FROM finish();

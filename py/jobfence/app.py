@@ -63,6 +63,9 @@ class App:
              backoff_max: float | timedelta | None = None,
              max_payload_bytes: int | None = None,
              slo_latency: float | timedelta | None = None, slo_target: float | None = None,
+             slo_success: float | None = None, max_backlog: int | None = None,
+             run_time_budget: float | timedelta | None = None,
+             max_failure_rate: float | None = None,
              transactional: bool = False,
              executor: str | None = None) -> Callable[[Handler], Handler]:
         """Declare a kind and register its handler ``handler(job_id, payload, ctx)``.
@@ -84,7 +87,9 @@ class App:
             timeout=timeout, max_retries=max_retries, lease_timeout=lease_timeout,
             backoff_base=backoff_base, backoff_max=backoff_max,
             max_payload_bytes=max_payload_bytes, slo_latency=slo_latency,
-            slo_target=slo_target).items() if v is not None}
+            slo_target=slo_target, slo_success=slo_success, max_backlog=max_backlog,
+            run_time_budget=run_time_budget,
+            max_failure_rate=max_failure_rate).items() if v is not None}
         options["queue"] = queue or self.default_queue
 
         def register(handler: Handler) -> Handler:

@@ -152,7 +152,7 @@ class Database:
         params = {"kind": kind}
         for name, value in options.items():
             params[name] = _seconds(value) if name in (
-                "lease_timeout", "timeout", "backoff_base", "backoff_max", "slo_latency") else value
+                "lease_timeout", "timeout", "backoff_base", "backoff_max", "slo_latency", "run_time_budget") else value
         return self._one(sql.define_type(options), params)
 
     # -- worker ---------------------------------------------------------------------------
@@ -257,3 +257,19 @@ class Database:
 
     def replay(self, job_id: int) -> bool:
         return bool(self._one(sql.REPLAY, {"job_id": job_id})["replayed"])
+
+    # -- observability (docs/observability.md) ----------------------------------------------
+    def queue_depth(self) -> list[dict]:
+        """One row per queue and kind: the backlog by cause, in flight, enqueue_failed."""
+        return self._all(sql.QUEUE_DEPTH)
+
+    def metrics(self, since: float | timedelta = 3600.0) -> list[dict]:
+        """One row per kind over the last ``since`` (seconds or a timedelta): counts,
+        percentiles in seconds, SLO attainment and error budget (``jobs.metrics``)."""
+        return self._all(sql.METRICS, {"since": _seconds(since)})
+
+    def dead_letters(self, job_ids: Sequence[int]) -> list[dict]:
+        """Those of the jobs that are dead letters (failed, not cancelled), with their error."""
+        if not job_ids:
+            return []
+        return self._all(sql.DEAD_LETTERS, {"job_ids": list(job_ids)})

@@ -23,6 +23,7 @@ import redis
 from . import log as jlog
 from .db import Database
 from .errors import JobfenceError
+from .observe import process as metrics
 from .rows import Signal
 from .transport import Transport
 
@@ -31,7 +32,8 @@ logger = logging.getLogger("jobfence.reaper")
 
 class Reaper:
     def __init__(self, database_url: str, redis_url: str, *, interval: float = 5.0,
-                 stale_after: float = 5.0, queues: Iterable[str] = (), batch: int = 1000):
+                 stale_after: float = 5.0, queues: Iterable[str] = (), batch: int = 1000,
+                 dead_letter_webhook: str | None = None):
         self.interval = interval
         self.stale_after = stale_after
         self.batch = batch
@@ -41,6 +43,11 @@ class Reaper:
         self.transport = Transport(redis_url)
         self._swept: list[str] = []
         self._stop = threading.Event()
+        self.dead_letters = None
+        if dead_letter_webhook:
+            from .deadletters import DeadLetterForwarder
+
+            self.dead_letters = DeadLetterForwarder(database_url, self.db, dead_letter_webhook)
 
     def stop(self) -> None:
         self._stop.set()
@@ -48,28 +55,40 @@ class Reaper:
     def run(self) -> int:
         jlog.event(logger, logging.INFO, "reaper_ready", "reaper ready",
                    interval=self.interval, stale_after=self.stale_after, queues=sorted(self.queues))
+        if self.dead_letters:
+            self.dead_letters.start()
         while not self._stop.is_set():
             try:
                 counts = self.tick()
+                metrics.POSTGRES.ok()
+                metrics.reaper_ticked(counts)
                 if any(counts.values()):
                     jlog.event(logger, logging.INFO, "reaper_tick", "repaired", **counts)
                 # A full batch means more is waiting: go again without sleeping.
                 if counts["reaped"] >= self.batch or counts["recovered"] >= self.batch:
                     continue
             except psycopg.OperationalError as exc:
+                metrics.POSTGRES.failed()
+                metrics.reaper_tick_failed("db_unavailable")
                 jlog.event(logger, logging.WARNING, "db_unavailable",
                            f"tick skipped; next try in {self.interval}s", error=str(exc))
             except redis.RedisError as exc:
+                metrics.REDIS.failed()
+                metrics.reaper_tick_failed("redis_unavailable")
                 jlog.event(logger, logging.WARNING, "redis_unavailable",
                            f"tick cut short; next try in {self.interval}s", error=str(exc))
             except JobfenceError as exc:
+                metrics.reaper_tick_failed("tick_failed")
                 jlog.event(logger, logging.ERROR, "tick_failed", str(exc), sqlstate=exc.sqlstate)
             except psycopg.Error as exc:
                 # An unexpected server error in one sweep must not stop the repairs: Postgres
                 # still holds every job, and the next tick tries again.
+                metrics.reaper_tick_failed("tick_failed")
                 jlog.event(logger, logging.ERROR, "tick_failed", str(exc), sqlstate=exc.sqlstate)
             self._stop.wait(self.interval)
         jlog.event(logger, logging.INFO, "reaper_stopped", "reaper stopped")
+        if self.dead_letters:
+            self.dead_letters.stop()
         self.db.close()
         self.transport.close()
         return 0
@@ -87,6 +106,7 @@ class Reaper:
         self._push(reaped)
 
         redis_up = self._redis_up()
+        metrics.REDIS.ok() if redis_up else metrics.REDIS.failed()
         if redis_up:
             recovered = self.db.recover_enqueue_failed(self.batch)
             counts["recovered"] = len(recovered)

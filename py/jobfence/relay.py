@@ -21,6 +21,7 @@ import redis
 from . import log as jlog
 from . import sql
 from .db import Database
+from .observe import process as metrics
 from .transport import Transport
 from .worker import Backoff
 
@@ -68,6 +69,8 @@ class Relay:
                 with psycopg.connect(self.url, autocommit=True,
                                      application_name="jobfence-relay") as conn:
                     conn.execute(sql.LISTEN_SUBMITTED)
+                    metrics.POSTGRES.ok()
+                    metrics.relay_listening(True)
                     jlog.event(logger, logging.INFO, "relay_listening",
                                "listening on jobs_submitted", queues=sorted(self.queues))
                     backoff.reset()
@@ -78,8 +81,10 @@ class Relay:
                     self.catch_up(older_than=0.0)
                     self._listen(conn)
             except psycopg.OperationalError as exc:
+                metrics.relay_listening(False)
                 if self._stop.is_set():
                     break
+                metrics.POSTGRES.failed()
                 delay = backoff.next()
                 jlog.event(logger, logging.WARNING, "db_unavailable",
                            f"LISTEN connection lost; polling, reconnect in {delay:.1f}s",
@@ -123,8 +128,11 @@ class Relay:
         try:
             self.transport.push(signals)
             self.pushed += len(signals)
+            metrics.relay_pushed(len(signals))
+            metrics.REDIS.ok()
             jlog.event(logger, logging.DEBUG, "relayed", "pushed", count=len(signals))
         except redis.RedisError as exc:
+            metrics.REDIS.failed()
             ids = [i for i, _, _ in signals]
             try:
                 marked = self.db.mark_enqueue_failed(ids)

@@ -106,18 +106,28 @@ class Supervisor:
 
 def build_children(*, app: str, workers: int, concurrency: int, batch: int | None,
                    log_format: str, log_level: str, reaper_interval: float, stale_after: float,
-                   grace: float, queues: list[str]) -> list[Child]:
+                   grace: float, queues: list[str], metrics_port: int | None = None,
+                   metrics_host: str = "127.0.0.1") -> list[Child]:
     base = [sys.executable, "-m", "jobfence", "--log-format", log_format, "--log-level", log_level]
     qargs = [a for q in queues for a in ("--queue", q)]
+
+    def metrics(offset: int) -> list[str]:
+        # One port per child, in a fixed order, so a scrape config can list them; 0 lets
+        # every child pick a free one.
+        if metrics_port is None:
+            return []
+        port = metrics_port + offset if metrics_port else 0
+        return ["--metrics-port", str(port), "--metrics-host", metrics_host]
+
     children = [
         Child("relay", base + ["relay", "--app", app, "--poll-interval", str(reaper_interval),
-                               "--stale-after", str(stale_after)] + qargs),
+                               "--stale-after", str(stale_after)] + qargs + metrics(0)),
         Child("reaper", base + ["reaper", "--app", app, "--interval", str(reaper_interval),
-                                "--stale-after", str(stale_after)] + qargs),
+                                "--stale-after", str(stale_after)] + qargs + metrics(1)),
     ]
     for n in range(1, workers + 1):
         argv = base + ["worker", "--app", app, "--concurrency", str(concurrency),
-                       "--grace", str(grace)] + qargs
+                       "--grace", str(grace)] + qargs + metrics(1 + n)
         if batch:
             argv += ["--batch", str(batch)]
         children.append(Child(f"worker-{n}", argv))

@@ -94,12 +94,22 @@ CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"
 CANCEL = "SELECT * FROM jobs.cancel(job_id => %(job_id)s, reason => %(reason)s)"
 REPLAY = "SELECT jobs.replay(job_id => %(job_id)s) AS replayed"
 
+# -- observability (docs/observability.md) -------------------------------------------------
+QUEUE_DEPTH = "SELECT * FROM jobs.queue_depth ORDER BY queue, kind"
+METRICS = "SELECT * FROM jobs.metrics(since => %(since)s)"
+DEAD_LETTERS = "SELECT * FROM jobs.dead_letters(job_ids => %(job_ids)b::bigint[])"
+LISTEN_DEAD_LETTERED = "LISTEN jobs_dead_lettered"
+
 # define_type's defaults belong to the SQL: only the options a task names are passed, so an
 # omitted one takes the server default instead of a copy of it kept here.
 DEFINE_TYPE_OPTIONS = (
     "queue", "lease_timeout", "timeout", "max_retries", "backoff_base", "backoff_max",
-    "max_payload_bytes", "slo_latency", "slo_target",
+    "max_payload_bytes", "slo_latency", "slo_target", "slo_success", "max_backlog",
+    "run_time_budget", "max_failure_rate",
 )
+
+
+NUMERIC_OPTIONS = ("slo_target", "slo_success", "max_failure_rate")
 
 
 def define_type(options) -> _sql.Composed:
@@ -110,5 +120,7 @@ def define_type(options) -> _sql.Composed:
     args = [_sql.SQL("kind => %(kind)s")]
     for name in DEFINE_TYPE_OPTIONS:
         if name in options:
-            args.append(_sql.SQL("{} => {}").format(_sql.Identifier(name), _sql.Placeholder(name)))
+            # Python floats travel as double precision; these parameters are numeric.
+            cast = _sql.SQL("::numeric" if name in NUMERIC_OPTIONS else "")
+            args.append(_sql.SQL("{} => {}{}").format(_sql.Identifier(name), _sql.Placeholder(name), cast))
     return _sql.SQL("SELECT * FROM jobs.define_type({})").format(_sql.SQL(", ").join(args))

@@ -50,7 +50,7 @@ def database_url():
 def clean_db(database_url):
     """Empty job tables before each test; returns the database URL."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs.event, jobs.job, jobs.job_type RESTART IDENTITY CASCADE")
+        conn.execute("TRUNCATE jobs.event, jobs.job, jobs.job_type, jobs.metric_minute RESTART IDENTITY CASCADE")
     return database_url
 
 

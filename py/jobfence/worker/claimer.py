@@ -17,6 +17,7 @@ import redis
 
 from ..app import Context
 from ..errors import JobfenceError
+from ..observe import process as metrics
 from ..rows import Lease
 from .common import Backoff, Host, Job, JobLogger, describe, event, logger, sqlstate
 
@@ -58,7 +59,9 @@ class Claimer:
                     next_move = now + MOVE_DUE_EVERY
                 ids = w.transport.pop(w.queues, room, w.pop_timeout)
                 backoff.reset()
+                metrics.REDIS.ok()
             except redis.RedisError as exc:
+                metrics.REDIS.failed()
                 delay = backoff.next()
                 event(logging.WARNING, "redis_unavailable", f"cannot pop; retrying in {delay:.1f}s",
                       error=str(exc), worker=w.name)
@@ -104,8 +107,10 @@ class Claimer:
             try:
                 leases = self.db.claim_many(ids, w.name)
                 self._claim_backoff.reset()
+                metrics.POSTGRES.ok()
                 break
             except psycopg.OperationalError as exc:
+                metrics.POSTGRES.failed()
                 if w.stopping():
                     return  # the ids stay queued in PostgreSQL: the reaper re-pushes them
                 delay = backoff.next()

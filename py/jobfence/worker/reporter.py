@@ -19,6 +19,7 @@ import redis
 
 from .. import rows
 from ..errors import JobfenceError
+from ..observe import process as metrics
 from .common import (OUTCOME_RETRY_SECONDS, Backoff, Host, Job, describe, event, logger,
                      sqlstate)
 
@@ -48,6 +49,10 @@ class Reporter:
 
     # -- called from any thread -----------------------------------------------------------
     def add(self, op: int, job: Job, a: Any = None, b: Any = None) -> None:
+        if op <= _RETURNED and job.started:
+            # Timed here, in the handler's thread as it lets go of the job, so the figure
+            # is the handler's own and not the report's linger or round trip.
+            metrics.job_ran(job.lease.kind, time.monotonic() - job.started)
         q = self.q
         q.append((op, job, a, b))
         n = len(q)
@@ -222,8 +227,11 @@ class Reporter:
         deadline = time.monotonic() + OUTCOME_RETRY_SECONDS
         while True:
             try:
-                return call()
+                result = call()
+                metrics.POSTGRES.ok()
+                return result
             except psycopg.OperationalError as exc:
+                metrics.POSTGRES.failed()
                 if time.monotonic() >= deadline or self.w.hard_stopped():
                     event(logging.ERROR, "db_unavailable",
                           f"{what} abandoned; the reaper will recover the job(s)",
@@ -242,6 +250,7 @@ class Reporter:
         stats = self.stats
         signals: list[tuple[int, str, Any]] = []
         woken: list[int] = []
+        lost_before = stats["lost"]
         for job, outcome, error in finished:
             if outcome is None or not outcome.accepted:
                 stats["lost"] += 1
@@ -269,6 +278,8 @@ class Reporter:
                 if outcome.wake:
                     woken.extend(outcome.wake)
             self.w.forget(job)
+        if stats["lost"] > lost_before:
+            metrics.REPORTS_REJECTED.inc(stats["lost"] - lost_before)
         if woken:
             try:
                 signals.extend((s.job_id, s.queue, s.run_after) for s in self.db.signals(woken))
@@ -279,7 +290,9 @@ class Reporter:
         if signals:
             try:
                 self.w.transport.push(signals)
+                metrics.REDIS.ok()
             except redis.RedisError as exc:
+                metrics.REDIS.failed()
                 event(logging.WARNING, "push_failed",
                       "could not signal follow-up jobs; the reaper re-pushes them",
                       error=str(exc), job_ids=[s[0] for s in signals][:50], worker=name)

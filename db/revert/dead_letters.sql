@@ -1,0 +1,4 @@
+-- Revert jobfence:dead_letters from pg
+BEGIN;
+DROP FUNCTION jobs.dead_letters(bigint[]);
+COMMIT;

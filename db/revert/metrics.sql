@@ -1,0 +1,4 @@
+-- Revert jobfence:metrics from pg
+BEGIN;
+DROP FUNCTION jobs.metrics(interval);
+COMMIT;

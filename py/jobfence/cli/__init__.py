@@ -1,0 +1,36 @@
+"""The ``jobfence`` command line. See docs/cli.md for every command and exit code."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
+from .jobs import cancel, demo, replay, status, submit
+from .metrics import metrics
+from .processes import reaper, relay, run, worker
+from .schema import db
+from .stats import stats, top
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--database-url", envvar="JOBFENCE_DATABASE_URL", default=DEFAULT_DATABASE_URL,
+              show_default=True, help="PostgreSQL URL [env JOBFENCE_DATABASE_URL].")
+@click.option("--redis-url", envvar="JOBFENCE_REDIS_URL", default=DEFAULT_REDIS_URL,
+              show_default=True, help="Redis URL [env JOBFENCE_REDIS_URL].")
+@click.option("--log-format", type=click.Choice(["text", "json"]), envvar="JOBFENCE_LOG_FORMAT",
+              default="text", show_default=True, help="Log lines on stderr [env JOBFENCE_LOG_FORMAT].")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+              case_sensitive=False), envvar="JOBFENCE_LOG_LEVEL", default="INFO", show_default=True,
+              help="Lowest level logged on stderr [env JOBFENCE_LOG_LEVEL].")
+@click.version_option(__version__, prog_name="jobfence")
+@click.pass_context
+def main(ctx: click.Context, database_url: str, redis_url: str, log_format: str, log_level: str):
+    """jobfence: async jobs whose truth lives in PostgreSQL; Redis carries wake-up signals."""
+    ctx.obj = {"database_url": database_url, "redis_url": redis_url,
+               "log_format": log_format, "log_level": log_level.upper()}
+
+
+for command in (worker, reaper, relay, run, submit, status, cancel, replay, demo, stats, top,
+                metrics, db):
+    main.add_command(command)

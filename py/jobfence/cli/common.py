@@ -1,0 +1,232 @@
+"""What every ``jobfence`` command shares: exit codes, error mapping, parameter types and
+output. docs/cli.md documents each exit code; ``map_errors`` is the one place that maps
+exceptions to them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+import psycopg
+import redis
+
+from .. import log as jlog
+from ..errors import (IllegalTransition, InvalidParameter, JobfenceError, JobNotFound,
+                     PayloadTooLarge, UnknownKind)
+from ..transport import MAX_JOB_ID
+
+DEFAULT_DATABASE_URL = "postgresql://127.0.0.1:5432/jobfence"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+# Exit codes (documented in docs/cli.md).
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_REFUSED = 4
+EXIT_INVALID = 5
+EXIT_UNAVAILABLE = 6
+EXIT_SQITCH = 7
+EXIT_TIMEOUT = 8
+EXIT_JOB_FAILED = 9
+
+
+class Fail(click.ClickException):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.exit_code = code
+
+
+def cfg(ctx: click.Context) -> dict:
+    return ctx.find_root().obj
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+def json_out(data: Any) -> None:
+    click.echo(json.dumps(data, default=json_default))
+
+
+def tag(exc: JobfenceError) -> str:
+    return f"{exc} [{exc.sqlstate} {exc.name}]" if exc.sqlstate else str(exc)
+
+
+def server_error(exc: psycopg.Error) -> str:
+    """A server error's message, HINT and [SQLSTATE name], without the traceback."""
+    diag = exc.diag
+    text = diag.message_primary or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if diag.message_detail:
+        text += f" ({diag.message_detail})"
+    if diag.message_hint:
+        text += f" (HINT: {diag.message_hint})"
+    if exc.sqlstate:
+        text += f" [{exc.sqlstate} {type(exc).__name__}]"
+    return text
+
+
+def map_errors(fn):
+    """Map library errors to documented exit codes, one place for every command."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except JobNotFound as exc:
+            raise Fail(f"not found: {tag(exc)}", EXIT_NOT_FOUND) from None
+        except IllegalTransition as exc:
+            raise Fail(f"refused: {tag(exc)}", EXIT_REFUSED) from None
+        except (InvalidParameter, PayloadTooLarge, UnknownKind) as exc:
+            raise Fail(f"invalid: {tag(exc)}", EXIT_INVALID) from None
+        except JobfenceError as exc:
+            raise Fail(tag(exc), EXIT_ERROR) from None
+        except psycopg.OperationalError as exc:
+            raise Fail(f"PostgreSQL unavailable: {exc}".strip(), EXIT_UNAVAILABLE) from None
+        except psycopg.DataError as exc:
+            # SQLSTATE class 22 (data exception): the input cannot be stored or computed,
+            # e.g. 22P05 for a \u0000 the server cannot convert, 22008 for a date overflow.
+            raise Fail(f"invalid: {server_error(exc)}", EXIT_INVALID) from None
+        except psycopg.Error as exc:
+            raise Fail(f"database error: {server_error(exc)}", EXIT_ERROR) from None
+        except redis.ConnectionError as exc:
+            raise Fail(f"Redis unavailable: {exc}", EXIT_UNAVAILABLE) from None
+    return wrapper
+
+
+class JobId(click.ParamType):
+    """A job id: a positive 64-bit integer (PostgreSQL bigint identity)."""
+
+    name = "ID"
+    MAX = MAX_JOB_ID
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip()
+            if text.startswith("--"):
+                self.fail(f"no such option: {text}", param, ctx)
+            try:
+                number = int(text, 10)
+            except ValueError:
+                self.fail(f"{text!r} is not a job id: ids are positive 64-bit integers "
+                          f"(1..{self.MAX})", param, ctx)
+        if not 1 <= number <= self.MAX:
+            self.fail(f"{value} is not a job id: ids are positive 64-bit integers "
+                      f"(1..{self.MAX})", param, ctx)
+        return number
+
+
+JOB_ID = JobId()
+# "-1" must reach JobId (and be refused as an id) rather than be parsed as an option.
+ID_COMMAND = {"ignore_unknown_options": True}
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds (nan, inf and negative durations are refused)."""
+
+    name = "SECONDS"
+
+    def __init__(self, positive: bool = False):
+        self.positive = positive
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if number != number or number < 0 or number > 10 * 365 * 86400 \
+                or (self.positive and number == 0):
+            self.fail(f"{value!r} must be a finite number of seconds, "
+                      f"{'above' if self.positive else 'at least'} 0 and at most 10 years",
+                      param, ctx)
+        return number
+
+
+SECONDS = Seconds()
+POSITIVE_SECONDS = Seconds(positive=True)
+
+
+class WebhookUrl(click.ParamType):
+    """An http(s) URL with a host: a typo is a usage error at start, not a failed page later."""
+
+    name = "URL"
+
+    def convert(self, value, param, ctx):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(str(value))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self.fail(f"{value!r} is not an http:// or https:// URL with a host", param, ctx)
+        return str(value)
+
+
+WEBHOOK_URL = WebhookUrl()
+
+
+def client_for(ctx: click.Context):
+    from ..client import Client
+
+    conf = cfg(ctx)
+    # A one-shot command should say "unavailable" quickly rather than wait out a pool.
+    return Client(conf["database_url"], conf["redis_url"], timeout=3.0)
+
+
+def queues_from(app_ref: str | None, queues: tuple[str, ...]) -> list[str]:
+    found = list(queues)
+    if app_ref:
+        from ..app import load_app
+
+        found += load_app(app_ref).queues
+    return sorted(set(found))
+
+
+def exit_process(code: int) -> None:
+    # Handler threads that ignored cancellation must not hold the exit hostage: the jobs
+    # they held are handed back (or reaped) already.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def setup_logging(ctx: click.Context, role: str, **static) -> None:
+    conf = cfg(ctx)
+    jlog.setup(conf["log_format"], conf["log_level"], role=role, **static)
+
+
+
+def job_dict(job) -> dict:
+    return job.to_dict()
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[fmt(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+

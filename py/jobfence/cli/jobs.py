@@ -1,0 +1,303 @@
+"""Producing and operating on jobs: submit, status, cancel, replay, demo."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+from .common import (EXIT_INVALID, EXIT_JOB_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, ID_COMMAND, JOB_ID,
+                     SECONDS, Fail, client_for, fmt, job_dict, json_option, json_out, map_errors,
+                     table)
+
+
+def _parse_payload(raw: str | None) -> Any:
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    if value is None:
+        # The library reads payload=None as "no payload" ({}); a JSON null typed on the
+        # command line is a mistake, refused like the server refuses it.
+        raise Fail("invalid: --payload null is not a JSON object; omit --payload (or pass "
+                   "'{}') for no payload", EXIT_INVALID)
+    if _has_nul(value):
+        raise click.BadParameter("JSON text may not contain \\u0000 (PostgreSQL jsonb cannot "
+                                 "store it)", param_hint="--payload")
+    return value
+
+
+def _has_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _parse_when(raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    hint = "--run-after"
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = None
+    if seconds is not None:
+        try:
+            return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+        except (OverflowError, ValueError):
+            raise click.BadParameter(f"{raw} seconds from now is not a representable time "
+                                     "(years 1 to 9999)", param_hint=hint) from None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise click.BadParameter("seconds from now or an ISO 8601 timestamp",
+                                 param_hint=hint) from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+
+@click.command()
+@click.argument("kind")
+@click.option("--payload", default=None, help="JSON object [default: {}].")
+@click.option("--idempotency-key", default=None)
+@click.option("--run-after", default=None, help="Seconds from now, or an ISO 8601 timestamp.")
+@click.option("--ordering-key", default=None)
+@click.option("--count", default=1, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Submit this many copies (one submit_many per 1000).")
+@click.option("--wait", is_flag=True, help="Wait until the job(s) are terminal.")
+@click.option("--timeout", default=60.0, show_default=True, type=SECONDS, help="For --wait.")
+@json_option
+@click.pass_context
+@map_errors
+def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, wait, timeout,
+           as_json):
+    """Submit a job of KIND (commit, then push its id)."""
+    payload = _parse_payload(payload)
+    when = _parse_when(run_after)
+    with client_for(ctx) as client:
+        if count == 1:
+            ids = [client.submit(kind, payload, idempotency_key=idempotency_key, run_after=when,
+                                 ordering_key=ordering_key)]
+        else:
+            if idempotency_key:
+                raise click.BadParameter("cannot be combined with --count",
+                                         param_hint="--idempotency-key")
+            ids = []
+            for start in range(0, count, 1000):
+                n = min(1000, count - start)
+                ids += client.submit_many([{"kind": kind, "payload": payload, "run_after": when,
+                                            "ordering_key": ordering_key}] * n)
+        if not wait:
+            if as_json:
+                json_out({"ids": ids} if count > 1 else {"id": ids[0]})
+            else:
+                click.echo(f"submitted {kind} job {ids[0]}" if count == 1 else
+                           f"submitted {count} {kind} jobs, ids {ids[0]}..{ids[-1]}")
+            return
+        counts = _progress(client, ids, timeout, quiet=as_json)
+        job = client.get(ids[0]) if count == 1 else None
+        if as_json:
+            json_out(job_dict(job) if job else {"ids": ids, "counts": counts})
+        elif job:
+            click.echo(f"job {job.id}: {job.status}"
+                       + (f" result={json.dumps(job.result)}" if job.status == "done" else "")
+                       + (f" error={job.error}" if job.error else ""))
+        if sum(counts.get(s, 0) for s in ("done", "failed")) < len(ids):
+            raise Fail(f"timed out after {timeout}s: {counts}", EXIT_TIMEOUT) from None
+        if counts.get("failed"):
+            sys.exit(EXIT_JOB_FAILED)
+
+
+def _progress(client, ids: list[int], timeout: float, *, quiet: bool = False,
+              interval: float = 0.5) -> dict[str, int]:
+    """Poll status counts until every job is terminal or the timeout passes; draws a
+    progress line on stderr (a terminal rewrites it in place)."""
+    started = time.monotonic()
+    deadline = started + timeout
+    tty = sys.stderr.isatty()
+    total = len(ids)
+    counts: dict[str, int] = {}
+    last_line = 0.0
+    while True:
+        counts = {}
+        for start in range(0, total, 10000):
+            for status, n in client.status_counts(ids[start:start + 10000]).items():
+                counts[status] = counts.get(status, 0) + n
+        finished = counts.get("done", 0) + counts.get("failed", 0)
+        now = time.monotonic()
+        if not quiet and (tty or now - last_line >= 2.0 or finished == total):
+            elapsed = now - started
+            width = 30
+            filled = int(width * finished / total) if total else width
+            bar = "#" * filled + "." * (width - filled)
+            rate = finished / elapsed if elapsed > 0 else 0.0
+            detail = " ".join(f"{s}={counts[s]}" for s in
+                              ("queued", "processing", "enqueue_failed", "done", "failed")
+                              if counts.get(s))
+            text = (f"[{bar}] {finished}/{total} terminal  {detail}  "
+                    f"{elapsed:5.1f}s  {rate:,.0f} jobs/s")
+            click.echo(("\r" + text + "\x1b[K") if tty else text, err=True, nl=not tty)
+            last_line = now
+        if finished >= total or now >= deadline:
+            if tty and not quiet:
+                click.echo("", err=True)
+            return counts
+        time.sleep(interval)
+
+
+@click.command(context_settings=ID_COMMAND)
+@click.argument("job_id", type=JOB_ID)
+@click.option("--events/--no-events", default=True, show_default=True, help="Show its history.")
+@json_option
+@click.pass_context
+@map_errors
+def status(ctx, job_id, events, as_json):
+    """Show a job (and its event history)."""
+    with client_for(ctx) as client:
+        job = client.get(job_id)
+        history = client.events(job_id) if events else []
+    if as_json:
+        out = job_dict(job)
+        if events:
+            out["events"] = [{k: getattr(e, k) for k in ("at", "from_status", "to_status",
+                                                         "lease_version", "worker", "reason",
+                                                         "error")} for e in history]
+        json_out(out)
+        return
+    fields = ["id", "kind", "queue", "status", "attempts", "lease_version", "owned_by", "payload",
+              "result", "error", "created_at", "claimed_at", "finished_at", "run_after",
+              "idempotency_key", "ordering_key", "parent_id", "pending_children"]
+    data = job_dict(job)
+    # retry_count counts failed attempts (replay resets it); the running or successful
+    # attempt counts too. The old "retries 4 of 3" read as a contradiction.
+    attempts = job.retry_count + (1 if job.status in ("processing", "done") else 0)
+    data["attempts"] = (f"{attempts} ({job.retry_count} failed, max retries {job.max_retries}, "
+                        f"so at most {job.max_retries + 1})")
+    width = max(len(f) for f in fields)
+    for f in fields:
+        if f in data and (data[f] is not None or f in ("result", "error")):
+            click.echo(f"{f.ljust(width)}  {fmt(data[f])}")
+    if events:
+        click.echo("")
+        click.echo(table(["at", "from", "to", "lease", "worker", "reason", "error"],
+                          [[e.at, e.from_status, e.to_status, e.lease_version, e.worker,
+                            e.reason, e.error] for e in history]))
+
+
+@click.command(context_settings=ID_COMMAND)
+@click.argument("job_id", type=JOB_ID)
+@click.option("--reason", default="cancelled", show_default=True)
+@json_option
+@click.pass_context
+@map_errors
+def cancel(ctx, job_id, reason, as_json):
+    """Cancel a job: queued -> failed at once; a running one is asked to stop."""
+    with client_for(ctx) as client:
+        outcome = client.cancel(job_id, reason)
+    if as_json:
+        json_out({"job_id": outcome.job_id, "accepted": outcome.accepted,
+                   "status": outcome.status})
+    elif outcome.accepted:
+        click.echo(f"job {job_id}: cancel accepted, status {outcome.status}"
+                   + (" (the worker is asked to stop)" if outcome.status == "processing" else ""))
+    else:
+        click.echo(f"job {job_id}: already {outcome.status}; nothing to cancel", err=True)
+    if not outcome.accepted:
+        sys.exit(EXIT_REFUSED)
+
+
+@click.command(context_settings=ID_COMMAND)
+@click.argument("job_id", type=JOB_ID)
+@json_option
+@click.pass_context
+@map_errors
+def replay(ctx, job_id, as_json):
+    """Re-drive a failed job (dead-letter replay); a done job is left alone."""
+    with client_for(ctx) as client:
+        replayed = client.replay(job_id)
+    if as_json:
+        json_out({"job_id": job_id, "replayed": replayed})
+    elif replayed:
+        click.echo(f"job {job_id}: replayed, queued again")
+    else:
+        click.echo(f"job {job_id}: already done; replay is a no-op", err=True)
+    if not replayed:
+        sys.exit(EXIT_REFUSED)
+
+
+@click.command()
+@click.option("--jobs", "total", default=3000, show_default=True, type=click.IntRange(1, 1_000_000))
+@click.option("--crash", default=1, show_default=True, type=click.IntRange(0, 100),
+              help="Jobs of kind crash (each kills its worker once; run restarts it).")
+@click.option("--timeout", default=300.0, show_default=True, type=SECONDS)
+@click.option("--seed", default=None, type=int)
+@json_option
+@click.pass_context
+@map_errors
+def demo(ctx, total, crash, timeout, seed, as_json):
+    """Submit a mix of example jobs, show progress until all are terminal, summarise."""
+    rng = random.Random(seed)
+    specs: list[dict] = []
+    for n in range(total - crash):
+        roll = rng.random()
+        if roll < 0.55:
+            specs.append({"kind": "noop", "payload": {"n": n}})
+        elif roll < 0.75:
+            specs.append({"kind": "sleep", "payload": {"seconds": round(rng.uniform(0.01, 0.2), 3)}})
+        elif roll < 0.90:
+            specs.append({"kind": "flaky", "payload": {"p": 0.3}})
+        else:
+            specs.append({"kind": "transfer", "payload": {"amount": rng.randint(1, 100)}})
+    specs += [{"kind": "crash", "payload": {"attempts": 1}}] * crash
+    rng.shuffle(specs)
+    started = time.monotonic()
+    with client_for(ctx) as client:
+        ids: list[int] = []
+        for start in range(0, len(specs), 1000):
+            ids += client.submit_many(specs[start:start + 1000])
+        if not as_json:
+            click.echo(f"submitted {len(ids)} jobs in {time.monotonic() - started:.1f}s "
+                       f"(ids {ids[0]}..{ids[-1]})", err=True)
+        counts = _progress(client, ids, timeout, quiet=as_json)
+        elapsed = time.monotonic() - started
+        latencies = sorted(client.db.latencies(ids))
+    pct = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 2) \
+        if latencies else None  # noqa: E731
+    slo = sum(1 for s in latencies if s <= 25.0) / len(ids)
+    summary = {"jobs": len(ids), "seconds": round(elapsed, 1),
+               "jobs_per_second": round(len(ids) / elapsed, 1) if elapsed else None,
+               "counts": counts,
+               "latency_seconds": {"p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+                                   "max": round(latencies[-1], 2) if latencies else None},
+               "within_25s": round(slo, 4)}
+    if as_json:
+        json_out(summary)
+    else:
+        click.echo(table(["status", "jobs"], [[s, n] for s, n in sorted(counts.items())]))
+        lat = summary["latency_seconds"]
+        click.echo(f"{len(ids)} jobs in {elapsed:.1f}s ({summary['jobs_per_second']} jobs/s)")
+        click.echo(f"submit -> terminal: p50 {lat['p50']}s  p95 {lat['p95']}s  p99 {lat['p99']}s  "
+                   f"max {lat['max']}s; {slo:.1%} within the 25 s SLO (target 95 %)")
+        if counts.get("failed"):
+            click.echo(f"{counts['failed']} failed: flaky jobs (p=0.3) that spent their retries; "
+                       "see `jobfence status ID`, re-drive with `jobfence replay ID`")
+    if sum(counts.get(s, 0) for s in ("done", "failed")) < len(ids):
+        raise Fail(f"timed out after {timeout}s", EXIT_TIMEOUT)
+
+

@@ -1,0 +1,171 @@
+"""Long-running processes: worker, reaper, relay, and run (all of them in one tree)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .common import (POSITIVE_SECONDS, SECONDS, WEBHOOK_URL, cfg, exit_process, queues_from,
+                     setup_logging)
+from .metrics import with_metrics_port
+
+
+def _serve_metrics(port: int | None, host: str, role: str) -> None:
+    """Start this process's metrics server (before anything else, so that a port in use
+    ends the command at once with a one-line error)."""
+    if port is None:
+        return
+    import logging
+
+    from .. import log as jlog
+    from ..observe import process
+    from .metrics import listen
+
+    server = listen(port, host)
+    process.enable(role)
+    jlog.event(process.logger, logging.INFO, "metrics_listening", "serving Prometheus metrics",
+               host=host, port=server.server_address[1])
+
+
+@click.command()
+@click.option("--app", "app_ref", required=True, help="The App to serve, as MODULE:ATTR.")
+@click.option("--concurrency", default=32, show_default=True, type=click.IntRange(1, 4096),
+              help="Handlers in flight: sync handlers on this many threads, async handlers "
+                   "this many at a time on the event loop.")
+@click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Ids popped and claimed per round trip; also the outcomes reported per "
+                   "round trip.")
+@click.option("--prefetch", type=click.IntRange(0, 100000), default=None,
+              help="Jobs that may be claimed beyond the handler slots, waiting (heartbeated) "
+                   "for a handler [default: --batch].")
+@click.option("--processes", type=click.IntRange(1, 256), default=None,
+              help="Child processes for kinds declared with executor='process' "
+                   "[default: min(--concurrency, CPUs)].")
+@click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable) "
+              "[default: the queues of the app's kinds].")
+@click.option("--name", default=None, help="Worker id written to owned_by [default: host:pid].")
+@click.option("--grace", default=30.0, show_default=True, type=SECONDS,
+              help="Seconds in-flight jobs get to finish after SIGTERM/SIGINT.")
+@click.option("--pop-timeout", default=1.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds a blocking pop waits (bounds shutdown latency).")
+@click.option("--no-declare", is_flag=True, help="Do not call jobs.define_type at start.")
+@with_metrics_port
+@click.pass_context
+def worker(ctx, app_ref, concurrency, batch, prefetch, processes, queues, name, grace,
+           pop_timeout, no_declare, metrics_port, metrics_host):
+    """Run handlers: pop ids, claim, run, complete or fail — in batches."""
+    from ..app import load_app
+    from ..worker import Worker, default_name
+
+    name = name or default_name()
+    setup_logging(ctx, "worker", worker=name)
+    _serve_metrics(metrics_port, metrics_host, "worker")
+    app = load_app(app_ref)
+    conf = cfg(ctx)
+    w = Worker(app, conf["database_url"], conf["redis_url"], name=name, concurrency=concurrency,
+               batch=batch, prefetch=prefetch, processes=processes,
+               queues=list(queues) or None, grace=grace, pop_timeout=pop_timeout,
+               declare=not no_declare)
+    if metrics_port is not None:
+        from ..observe.process import watch_worker
+
+        watch_worker(w)
+    w.install_signal_handlers()
+    exit_process(w.run())
+
+
+def _serve(component) -> None:
+    import signal
+
+    def on_signal(_signum, _frame):
+        component.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    exit_process(component.run())
+
+
+@click.command()
+@click.option("--interval", default=5.0, show_default=True, type=POSITIVE_SECONDS, help="Seconds between ticks.")
+@click.option("--stale-after", default=5.0, show_default=True, type=SECONDS,
+              help="Re-push claimable jobs untouched this long when their ready list is empty.")
+@click.option("--queue", "queues", multiple=True, help="Queue to watch (repeatable).")
+@click.option("--app", "app_ref", default=None, help="Also watch the queues of this App.")
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100000))
+@click.option("--dead-letter-webhook", default=None, type=WEBHOOK_URL,
+              envvar="JOBFENCE_DEAD_LETTER_WEBHOOK",
+              help="POST every dead letter (JSON) to this http(s) URL, retried "
+                   "[env JOBFENCE_DEAD_LETTER_WEBHOOK].")
+@with_metrics_port
+@click.pass_context
+def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webhook, metrics_port,
+           metrics_host):
+    """Reap expired leases, recover enqueue_failed, move due retries, re-push lost signals."""
+    from ..reaper import Reaper
+
+    setup_logging(ctx, "reaper")
+    _serve_metrics(metrics_port, metrics_host, "reaper")
+    conf = cfg(ctx)
+    _serve(Reaper(conf["database_url"], conf["redis_url"], interval=interval,
+                  stale_after=stale_after, queues=queues_from(app_ref, queues), batch=batch,
+                  dead_letter_webhook=dead_letter_webhook))
+
+
+@click.command()
+@click.option("--poll-interval", default=5.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds between polls while the LISTEN connection is down.")
+@click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
+@click.option("--queue", "queues", multiple=True, help="Queue to poll (repeatable).")
+@click.option("--app", "app_ref", default=None, help="Also poll the queues of this App.")
+@with_metrics_port
+@click.pass_context
+def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metrics_host):
+    """Push the ids that SQL producers announce on jobs_submitted."""
+    from ..relay import Relay
+
+    setup_logging(ctx, "relay")
+    _serve_metrics(metrics_port, metrics_host, "relay")
+    conf = cfg(ctx)
+    _serve(Relay(conf["database_url"], conf["redis_url"], poll_interval=poll_interval,
+                 stale_after=stale_after, queues=queues_from(app_ref, queues)))
+
+
+@click.command()
+@click.option("--app", "app_ref", default="jobfence.examples:app", show_default=True)
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
+@click.option("--concurrency", default=32, show_default=True, type=click.IntRange(1, 4096),
+              help="Handlers in flight per worker.")
+@click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Ids claimed (and outcomes reported) per round trip, per worker.")
+@click.option("--reaper-interval", default=5.0, show_default=True, type=POSITIVE_SECONDS)
+@click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
+@click.option("--grace", default=30.0, show_default=True, type=SECONDS)
+@click.option("--queue", "queues", multiple=True)
+@click.option("--metrics-port", type=click.IntRange(0, 65535 - 65), default=None,
+              help="Metrics of the relay on this port, the reaper on the next, worker N on "
+                   "port + 1 + N (0: any free ports) [default: off].")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True)
+@click.option("--dead-letter-webhook", default=None, type=WEBHOOK_URL,
+              envvar="JOBFENCE_DEAD_LETTER_WEBHOOK", help="Passed to the reaper.")
+@click.pass_context
+def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after, grace, queues,
+        metrics_port, metrics_host, dead_letter_webhook):
+    """Relay + reaper + N workers in one process tree (for a laptop)."""
+    from ..runner import Supervisor, build_children
+
+    setup_logging(ctx, "run")
+    conf = cfg(ctx)
+    env = dict(os.environ, JOBFENCE_DATABASE_URL=conf["database_url"],
+               JOBFENCE_REDIS_URL=conf["redis_url"])
+    if dead_letter_webhook:
+        env["JOBFENCE_DEAD_LETTER_WEBHOOK"] = dead_letter_webhook
+    children = build_children(app=app_ref, workers=workers, concurrency=concurrency, batch=batch,
+                              log_format=conf["log_format"], log_level=conf["log_level"],
+                              reaper_interval=reaper_interval, stale_after=stale_after,
+                              grace=grace, queues=list(queues), metrics_port=metrics_port,
+                              metrics_host=metrics_host)
+    sys.exit(Supervisor(children, env=env, grace=grace).run())
+
+

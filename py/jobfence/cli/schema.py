@@ -1,0 +1,76 @@
+"""The SQL schema: deploy, verify, revert (sqitch underneath)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from .common import EXIT_ERROR, EXIT_SQITCH, Fail, cfg, json_option, json_out
+
+
+def _repo_root() -> Path | None:
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        if (base / "sqitch.plan").exists():
+            return base
+    return None
+
+
+@click.group()
+def db():
+    """Deploy, verify or revert the SQL schema (wraps sqitch)."""
+
+
+def _sqitch(ctx: click.Context, action: list[str], as_json: bool) -> None:
+    exe = shutil.which("sqitch")
+    if exe is None:
+        raise Fail("sqitch is not installed or not on PATH: install it (Debian: apt-get install "
+                   "sqitch libdbd-pg-perl, or run scripts/setup) and retry", EXIT_SQITCH)
+    root = _repo_root()
+    if root is None:
+        raise Fail("no sqitch.plan here: run from the jobfence repository root", EXIT_SQITCH)
+    url = cfg(ctx)["database_url"]
+    target = "db:" + (url if "://" in url else f"pg://{url}")
+    if target.startswith("db:postgresql://"):
+        target = "db:pg://" + target[len("db:postgresql://"):]
+    proc = subprocess.run([exe] + action + [target], cwd=root, capture_output=True, text=True)
+    if as_json:
+        json_out({"action": action[0], "ok": proc.returncode == 0, "exit": proc.returncode,
+                   "output": (proc.stdout + proc.stderr).strip()})
+    else:
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        raise Fail(f"sqitch {action[0]} failed with exit {proc.returncode}", EXIT_SQITCH)
+
+
+@db.command("deploy")
+@json_option
+@click.pass_context
+def db_deploy(ctx, as_json):
+    """sqitch deploy --verify to --database-url."""
+    _sqitch(ctx, ["deploy", "--verify"], as_json)
+
+
+@db.command("verify")
+@json_option
+@click.pass_context
+def db_verify(ctx, as_json):
+    """sqitch verify against --database-url."""
+    _sqitch(ctx, ["verify"], as_json)
+
+
+@db.command("revert")
+@click.option("--yes", is_flag=True, help="Do not ask (required without a terminal).")
+@json_option
+@click.pass_context
+def db_revert(ctx, yes, as_json):
+    """sqitch revert (drops the jobs schema and every job in it)."""
+    if not yes and not click.confirm("Revert drops every job. Continue?", default=False):
+        raise Fail("aborted", EXIT_ERROR)
+    _sqitch(ctx, ["revert", "-y"], as_json)
+
+
