@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import ceilings, e2e, judged, report, scale, sqlpath
+from . import ceilings, e2e, judged, observe, report, scale, sqlpath
 from .common import RESULTS, ROOT, Settings, connect, create_plain_table, progress, scalar, stop_all
 
-SECTIONS = ("ceilings", "sql", "e2e", "judged", "scale")
+SECTIONS = ("ceilings", "sql", "observe", "e2e", "judged", "scale")
 
 
 def _terminate(signum, frame):
@@ -84,6 +84,9 @@ def main() -> int:
                 results["sql_path"] = sqlpath.run(settings, admin)
                 results["submit"] = sqlpath.submit_compare(settings, admin)
                 results["sql_profile"] = sqlpath.function_profile(settings, admin)
+            if "observe" in sections:
+                progress("2a. what the metrics rollup costs the SQL path")
+                results["observe"] = observe.run(settings, admin)
             if "e2e" in sections:
                 progress("3./4./6. end to end, latency at rest, worker RSS")
                 results["e2e"] = e2e.run(settings, admin)

@@ -117,6 +117,12 @@ def table(res: dict) -> str:
         _row(lines, "  ratio, pairwise", jd["ratio_to_ceiling"])
         for k, fig in jd.get("cpu_us_per_job", {}).items():
             _row(lines, f"  CPU per job: {k}", fig)
+    obs = res.get("observe")
+    if obs:
+        lines.append("2a. the metrics rollup on the SQL path (batch 100, backend CPU per job)")
+        _row(lines, "  with jobs.tally", obs["backend_cpu_us_per_job"])
+        _row(lines, "  with a no-op jobs.tally", obs["without_tally_us_per_job"])
+        _row(lines, "  overhead", obs["overhead"])
     scale = res.get("scale", {})
     if scale:
         lines.append("5. scale (SQL path call by call, batch 100; claim_next of 1)")

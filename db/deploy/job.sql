@@ -50,6 +50,8 @@ CREATE INDEX job_queued_by_queue_idx ON jobs.job (queue, run_after, id) WHERE st
 CREATE INDEX job_lease_expiry_idx ON jobs.job (lease_expires_at) WHERE status = 'processing';
 -- recover_enqueue_failed.
 CREATE INDEX job_enqueue_failed_idx ON jobs.job (id) WHERE status = 'enqueue_failed';
+-- list_jobs(status => 'failed'): the dead letters, newest first, however many jobs are done.
+CREATE INDEX job_failed_idx ON jobs.job (id) WHERE status = 'failed';
 -- reap: queued jobs whose budget is already spent (normally none, so the index stays empty).
 CREATE INDEX job_overspent_idx ON jobs.job (id)
     WHERE status IN ('queued', 'enqueue_failed') AND retry_count > max_retries;

@@ -3,7 +3,7 @@
 -- back with pg_temp.elapse give known waits, run times and latencies, so counts, attainment
 -- and rates are exact and percentiles fall in a known bucket (a factor of 10^0.1).
 BEGIN;
-SELECT plan(58);
+SELECT plan(65);
 \ir helpers/lease_helpers.psql
 
 -- the histogram helpers. The bucket rule as documented (docs/observability.md), written out
@@ -156,6 +156,25 @@ SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.submit_many('[{"kind": "tm.lat"
           'JB005 jobs.submit_many hint=true', 'metrics: a rejected batch...');
 SELECT is((SELECT submitted FROM jobs.metrics('1 hour') WHERE kind = 'tm.lat'), 10::bigint, '...adds nothing to the rollup');
 
+-- compaction: the shards of a closed minute fold into shard 0, and the figures do not move.
+INSERT INTO jobs.metric_minute (minute, kind, shard, submitted, succeeded, slo_met, ended_after, latency_hist)
+SELECT date_trunc('minute', now()) - interval '5 minutes', 'tm.k', s, 10 * s, s, s, ARRAY[s, 0, 0, 1],
+       pg_temp.hist(ARRAY[s::double precision])
+  FROM generate_series(1, 3) AS s;
+CREATE TEMP TABLE before_compaction AS SELECT * FROM jobs.metrics('1 hour') WHERE kind = 'tm.k';
+SELECT is(jobs.compact_metrics(), 3, 'compact_metrics: folds the three shard rows of the closed minute (not the current one)');
+SELECT is((SELECT count(*) FROM jobs.metric_minute WHERE kind = 'tm.k' AND minute = date_trunc('minute', now()) - interval '5 minutes'),
+          1::bigint, 'compact_metrics: one row left for that minute...');
+SELECT is((SELECT (shard, submitted, succeeded, slo_met, ended_after)::text FROM jobs.metric_minute
+            WHERE kind = 'tm.k' AND minute = date_trunc('minute', now()) - interval '5 minutes'),
+          '(0,60,6,6,"{6,0,0,3}")', '...in shard 0, with the sums');
+SELECT is((SELECT latency_hist FROM jobs.metric_minute WHERE kind = 'tm.k' AND minute = date_trunc('minute', now()) - interval '5 minutes'),
+          pg_temp.hist(ARRAY[1.0, 2.0, 3.0]), 'compact_metrics: histograms are added bucket by bucket');
+SELECT is((SELECT m::text FROM jobs.metrics('1 hour') AS m WHERE kind = 'tm.k'), (SELECT b::text FROM before_compaction AS b),
+          'compact_metrics: jobs.metrics answers the same before and after');
+SELECT is(jobs.compact_metrics(), 0, 'compact_metrics: nothing left to fold');
+SELECT is(pg_temp.error_of($$ SELECT jobs.compact_metrics(0) $$), '22023 jobs.compact_metrics hint=true', 'compact_metrics: max_rows 0 -> 22023');
+
 -- dead letters.
 SELECT results_eq($$ SELECT id, kind, reason, error, retry_count
                       FROM jobs.dead_letters(ARRAY[pg_temp.id('a'), pg_temp.id('c'), pg_temp.id('e'), pg_temp.id('g'), pg_temp.id('g'), 0]) $$,
@@ -168,7 +187,7 @@ SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.dead_letters(NULL) $$), '22023 
 SELECT ok(jobs.prune('1 hour') >= 0, 'prune: runs');
 SELECT is((SELECT count(*) FROM jobs.metric_minute WHERE minute < now() - interval '1 hour'), 0::bigint,
           'prune: metric minutes older than the cutoff are gone');
-SELECT is((SELECT submitted FROM jobs.metrics('1 hour') WHERE kind = 'tm.k'), 7::bigint, 'prune: the recent minutes stay');
+SELECT is((SELECT submitted FROM jobs.metrics('1 hour') WHERE kind = 'tm.k'), 67::bigint, 'prune: the recent minutes stay (7 of the history, 60 of the folded minute)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 -- Role separation (DESIGN §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
 -- exactly their functions and get 42501 for every other one and for the tables.
 BEGIN;
-SELECT plan(130);
+SELECT plan(136);
 
 SELECT jobs.define_type('roles_t');
 
@@ -48,7 +48,9 @@ INSERT INTO calls VALUES
     ('events',                 $$ SELECT * FROM jobs.events(0) $$,                                          true,  false, true),
     ('children',               $$ SELECT * FROM jobs.children(0) $$,                                        true,  true,  true),
     ('metrics',                $$ SELECT * FROM jobs.metrics() $$,                                          false, false, true),
-    ('dead_letters',           $$ SELECT * FROM jobs.dead_letters(ARRAY[0]::bigint[]) $$,                   false, false, true);
+    ('dead_letters',           $$ SELECT * FROM jobs.dead_letters(ARRAY[0]::bigint[]) $$,                   false, false, true),
+    ('compact_metrics',        $$ SELECT jobs.compact_metrics() $$,                                         false, false, true),
+    ('list_jobs',              $$ SELECT * FROM jobs.list_jobs() $$,                                        true,  false, true);
 GRANT SELECT ON calls TO PUBLIC;
 
 CREATE TEMP TABLE before_counts AS
@@ -64,7 +66,7 @@ SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_admin'), false
 -- catalog view of the matrix.
 SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_producer', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
               $$ SELECT fn FROM calls WHERE producer $$,
-              'roles: jobs_producer holds EXECUTE on exactly submit, submit_many, fan_out, mark_enqueue_failed, cancel, get, events, children, signals, queues, types, transitions');
+              'roles: jobs_producer holds EXECUTE on exactly submit, submit_many, fan_out, mark_enqueue_failed, cancel, get, events, children, signals, queues, types, transitions, list_jobs');
 SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_worker', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
               $$ SELECT fn FROM calls WHERE worker $$,
               'roles: jobs_worker holds EXECUTE on exactly claim, claim_many, claim_next, heartbeat, heartbeat_many, complete, complete_many, fail, fail_many, get, children, signals, queues, types, transitions');

@@ -246,6 +246,12 @@ class Database:
     def latencies(self, job_ids: Sequence[int]) -> list[float]:
         return [r["seconds"] for r in self._all(sql.LATENCIES, {"job_ids": list(job_ids)})]
 
+    def list_jobs(self, *, kind: str | None = None, status: str | None = None,
+                  before_id: int | None = None, max_jobs: int = 100) -> list[rows.Job]:
+        """Jobs newest first; page on with ``before_id`` = the last id of the previous page."""
+        return self._all(sql.LIST_JOBS, {"kind": kind, "status": status, "before_id": before_id,
+                                         "max_jobs": max_jobs}, rows.JOB)
+
     def events(self, job_id: int) -> list[rows.Event]:
         return self._all(sql.EVENTS, {"job_id": job_id}, rows.EVENT)
 
@@ -267,6 +273,10 @@ class Database:
         """One row per kind over the last ``since`` (seconds or a timedelta): counts,
         percentiles in seconds, SLO attainment and error budget (``jobs.metrics``)."""
         return self._all(sql.METRICS, {"since": _seconds(since)})
+
+    def compact_metrics(self, max_rows: int = 10_000) -> int:
+        """Fold closed minutes' shards of the rollup (the reaper, every tick)."""
+        return int(self._one(sql.COMPACT_METRICS, {"max_rows": max_rows})["folded"])
 
     def dead_letters(self, job_ids: Sequence[int]) -> list[dict]:
         """Those of the jobs that are dead letters (failed, not cancelled), with their error."""

@@ -1,9 +1,9 @@
 """The reaper: repairs what crashes and lost signals leave behind, every ``interval``.
 
-One tick: ``jobs.reap`` (expired leases -> queued or failed, then push), ``jobs.recover_
-enqueue_failed`` (push again), move due ids from the delayed sets to the ready lists, and
-for every ready list that is empty re-push the claimable jobs PostgreSQL still holds
-(``jobs.stale_queued``). Every step is idempotent and every push of a duplicate is a no-op
+One tick: ``jobs.compact_metrics`` (fold the metrics rollup's closed minutes), ``jobs.reap``
+(expired leases -> queued or failed, then push), ``jobs.recover_enqueue_failed`` (push
+again), move due ids from the delayed sets to the ready lists, and for every ready list that
+is empty re-push the claimable jobs PostgreSQL still holds (``jobs.stale_queued``). Every step is idempotent and every push of a duplicate is a no-op
 at claim time, so several reapers may run at once.
 
 The queues swept are read from PostgreSQL at every tick (``jobs.queues``: the queues of the
@@ -95,6 +95,8 @@ class Reaper:
 
     def tick(self) -> dict[str, int]:
         counts = {"reaped": 0, "recovered": 0, "moved": 0, "stale_repushed": 0}
+        # Upkeep of the metrics rollup, not a repair: not counted, never worth a log line.
+        self.db.compact_metrics()
         reaped = self.db.reap(self.batch)
         counts["reaped"] = len(reaped)
         # Per job at DEBUG: jobs.event already records every reap; the tick line counts them.

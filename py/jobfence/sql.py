@@ -90,6 +90,10 @@ SELECT date_part('epoch', j.finished_at - j.created_at) AS seconds
  WHERE j.finished_at IS NOT NULL
 """
 EVENTS = "SELECT * FROM jobs.events(job_id => %(job_id)s)"
+LIST_JOBS = """
+SELECT * FROM jobs.list_jobs(kind => %(kind)s, status => %(status)s::jobs.status,
+                             before_id => %(before_id)s, max_jobs => %(max_jobs)s)
+"""
 CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"
 CANCEL = "SELECT * FROM jobs.cancel(job_id => %(job_id)s, reason => %(reason)s)"
 REPLAY = "SELECT jobs.replay(job_id => %(job_id)s) AS replayed"
@@ -97,6 +101,7 @@ REPLAY = "SELECT jobs.replay(job_id => %(job_id)s) AS replayed"
 # -- observability (docs/observability.md) -------------------------------------------------
 QUEUE_DEPTH = "SELECT * FROM jobs.queue_depth ORDER BY queue, kind"
 METRICS = "SELECT * FROM jobs.metrics(since => %(since)s)"
+COMPACT_METRICS = "SELECT jobs.compact_metrics(max_rows => %(max_rows)s) AS folded"
 DEAD_LETTERS = "SELECT * FROM jobs.dead_letters(job_ids => %(job_ids)b::bigint[])"
 LISTEN_DEAD_LETTERED = "LISTEN jobs_dead_lettered"
 

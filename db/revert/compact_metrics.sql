@@ -1,0 +1,4 @@
+-- Revert jobfence:compact_metrics from pg
+BEGIN;
+DROP FUNCTION jobs.compact_metrics(integer);
+COMMIT;
