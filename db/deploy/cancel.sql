@@ -29,8 +29,7 @@ BEGIN
         RETURNING * INTO target;
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
         VALUES (target.id, now(), was, 'failed', target.lease_version, 'cancelled', why);
-        PERFORM jobs.tally(ARRAY[target.kind], ARRAY['cancelled'], NULL, NULL, NULL,
-                           ARRAY[date_part('epoch', now() - target.created_at)], ARRAY[target.retry_count]);
+        PERFORM jobs.tally(ARRAY[target.kind], ARRAY['cancelled']);
         RETURN (target.id, true, target.status, target.run_after,
                 ARRAY(SELECT w.woken_id FROM jobs.release_dependents(ARRAY[target.id]) AS w ORDER BY w.woken_id))::jobs.outcome;
     END IF;

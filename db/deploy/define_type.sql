@@ -44,8 +44,9 @@ BEGIN
         WHEN max_payload_bytes IS NULL OR max_payload_bytes <= 0 THEN 'max_payload_bytes must be positive'
         WHEN slo_latency IS NULL OR slo_latency <= interval '0' OR slo_latency > interval '30 days' THEN
             'slo_latency must be a positive interval of at most 30 days'
-        WHEN slo_target IS NULL OR slo_target <= 0 OR slo_target > 1 THEN 'slo_target must be in (0, 1]'
-        WHEN slo_success IS NULL OR slo_success <= 0 OR slo_success > 1 THEN 'slo_success must be in (0, 1]'
+        -- Below 1: an objective of 100 % leaves no error budget to burn or alert on.
+        WHEN slo_target IS NULL OR slo_target <= 0 OR slo_target >= 1 THEN 'slo_target must be in (0, 1), e.g. 0.95'
+        WHEN slo_success IS NULL OR slo_success <= 0 OR slo_success >= 1 THEN 'slo_success must be in (0, 1), e.g. 0.999'
         WHEN max_backlog IS NULL OR max_backlog < 1 THEN 'max_backlog must be at least 1'
         WHEN run_time_budget <= interval '0' OR run_time_budget > interval '30 days' THEN
             'run_time_budget must be NULL (the timeout) or a positive interval of at most 30 days'

@@ -117,7 +117,7 @@ BEGIN
                AND (j.cancel_requested_at IS NOT NULL) = d.cancel_asked
             RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key,
                       d.worker, d.reason, d.verdict, d.error, d.ord,
-                      j.kind, j.created_at, d.claimed_at, d.retry_count
+                      j.kind, j.due_at, d.claimed_at, d.retry_count
         ), logged AS (
             INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
             SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, f.reason,
@@ -131,7 +131,7 @@ BEGIN
                (SELECT count(*) FROM decided),
                jobs.tally(array_agg(f.kind), array_agg(f.reason), array_agg(f.verdict = 'expired'), NULL,
                           array_agg(date_part('epoch', now() - f.claimed_at)),
-                          array_agg(CASE WHEN f.status <> 'queued' THEN date_part('epoch', now() - f.created_at) END),
+                          array_agg(CASE WHEN f.status <> 'queued' THEN date_part('epoch', now() - f.due_at) END),
                           array_agg(f.retry_count), array_agg(f.id))
           INTO round_ended, round_ords, round_outcomes, decided_count, tallied
           FROM finished AS f;

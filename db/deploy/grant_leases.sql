@@ -39,9 +39,10 @@ BEGIN
         SELECT c.id, now(), 'queued', 'processing', c.lease_version, c.owned_by, 'claimed'
           FROM claimed AS c
     ), tallied AS (
-        -- Queue wait is measured on a job's first claim (lease_version 1) only.
+        -- Queue wait is measured on a job's first claim (lease_version 1) only, from when it
+        -- became due.
         SELECT jobs.tally(array_agg(c.kind), array_fill('claimed'::text, ARRAY[count(*)::integer]), NULL,
-                          array_agg(CASE WHEN c.lease_version = 1 THEN date_part('epoch', now() - c.created_at) END)) AS n
+                          array_agg(CASE WHEN c.lease_version = 1 THEN date_part('epoch', now() - c.due_at) END)) AS n
           FROM claimed AS c
     )
     SELECT c.id, c.lease_version, c.kind, c.queue, c.payload, c.retry_count + 1,

@@ -146,20 +146,20 @@ BEGIN
           JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind'
     ), keyless AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   idempotency_key, ordering_key, parent_id)
+                                   due_at, idempotency_key, ordering_key, parent_id)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               NULL, s.ordering_key, insert_jobs.parent_id
+               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id
           FROM src AS s
          WHERE s.idempotency_key IS NULL
          ORDER BY s.ord
         RETURNING j.*
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   idempotency_key, ordering_key, parent_id)
+                                   due_at, idempotency_key, ordering_key, parent_id)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.idempotency_key, s.ordering_key, insert_jobs.parent_id
+               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord

@@ -24,6 +24,10 @@ CREATE TABLE jobs.job (
     lease_timeout       interval NOT NULL,
     timeout             interval NOT NULL,
     run_after           timestamptz NOT NULL DEFAULT now(),
+    -- When the job first became due: its submission, or the run_after it was submitted with.
+    -- Queue wait and latency SLOs count from here (docs/observability.md), so a job
+    -- scheduled for tomorrow is not a latency miss tomorrow; run_after moves with retries.
+    due_at              timestamptz NOT NULL DEFAULT now(),
     lease_expires_at    timestamptz,
     idempotency_key     text,
     ordering_key        text,

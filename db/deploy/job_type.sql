@@ -27,8 +27,8 @@ CREATE TABLE jobs.job_type (
     CONSTRAINT job_type_backoff_order CHECK (backoff_base > interval '0' AND backoff_max >= backoff_base),
     CONSTRAINT job_type_payload_limit_positive CHECK (max_payload_bytes > 0),
     CONSTRAINT job_type_slo_latency_positive CHECK (slo_latency > interval '0'),
-    CONSTRAINT job_type_slo_target_range CHECK (slo_target > 0 AND slo_target <= 1),
-    CONSTRAINT job_type_slo_success_range CHECK (slo_success > 0 AND slo_success <= 1),
+    CONSTRAINT job_type_slo_target_range CHECK (slo_target > 0 AND slo_target < 1),
+    CONSTRAINT job_type_slo_success_range CHECK (slo_success > 0 AND slo_success < 1),
     CONSTRAINT job_type_max_backlog_positive CHECK (max_backlog > 0),
     CONSTRAINT job_type_run_time_budget_positive CHECK (run_time_budget > interval '0'),
     CONSTRAINT job_type_max_failure_rate_range CHECK (max_failure_rate >= 0 AND max_failure_rate <= 1)

@@ -66,7 +66,7 @@ BEGIN
                error = coalesce(j.error, 'retry budget exhausted')
           FROM spent AS s
          WHERE j.id = s.id
-        RETURNING j.id, s.was, j.lease_version, j.error, j.kind, j.created_at, j.retry_count
+        RETURNING j.id, s.was, j.lease_version, j.error, j.kind, j.due_at, j.retry_count
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
         SELECT f.id, now(), f.was, 'failed', f.lease_version, 'exhausted', f.error FROM failed_now AS f
@@ -74,7 +74,7 @@ BEGIN
     -- No attempt ended here (no run time): the budget was spent before this claim.
     SELECT coalesce(array_agg(f.id), '{}'),
            jobs.tally(array_agg(f.kind), array_fill('exhausted'::text, ARRAY[count(*)::integer]), NULL, NULL, NULL,
-                      array_agg(date_part('epoch', now() - f.created_at)), array_agg(f.retry_count), array_agg(f.id))
+                      array_agg(date_part('epoch', now() - f.due_at)), array_agg(f.retry_count), array_agg(f.id))
       INTO overspent, tallied
       FROM failed_now AS f;
 

@@ -8,9 +8,9 @@ BEGIN;
 -- transaction (docs/observability.md): one upsert per batch and kind into this minute's
 -- row of this backend's shard, and the dead-letter page. Item i is (kinds[i], reasons[i],
 -- expired[i], waits[i], runs[i], latencies[i], retries[i], job_ids[i]); reasons are event
--- reasons; waits: seconds from submission, on a job's first claim only; runs: seconds the
--- attempt that ended here ran (NULL when no attempt ended); latencies: seconds from
--- submission, on terminal transitions; retries: the retries a terminal job took; job_ids:
+-- reasons; waits: seconds since the job was due, on its first claim only; runs: seconds the
+-- attempt that ended here ran (NULL when no attempt ended); latencies: seconds since it was
+-- due, on terminal transitions; retries: the retries a terminal job took; job_ids:
 -- needed only where a job may become a dead letter. Omitted arrays are all NULL.
 CREATE OR REPLACE FUNCTION jobs.tally(kinds text[], reasons text[], expired boolean[] DEFAULT NULL,
                                       waits double precision[] DEFAULT NULL,
@@ -36,8 +36,9 @@ BEGIN
     -- row per kind. Aggregating every item into a dozen filtered counters cost several
     -- times more. Histogram buckets (jobs.histogram_from): 1 below 1 ms, 2 + floor(10 *
     -- log10(milliseconds)) up to 92.
-    -- Entering the queue or processing (insert_jobs, grant_leases) ends no attempt and no
-    -- job: counts and the queue-wait histogram only, with a statement a third the size.
+    -- Entering the queue or processing (insert_jobs, grant_leases) and a cancelled queued
+    -- job (jobs.cancel) end no attempt and nothing the SLOs time: counts and the queue-wait
+    -- histogram only, with a statement a third the size.
     IF runs IS NULL AND latencies IS NULL AND expired IS NULL AND job_ids IS NULL THEN
         WITH grouped AS (
             SELECT u.kind, u.reason,
@@ -47,10 +48,11 @@ BEGIN
               FROM unnest(kinds, reasons, waits) AS u(kind, reason, wait)
              GROUP BY 1, 2, 3
         )
-        INSERT INTO jobs.metric_minute AS m (minute, kind, shard, submitted, started, wait_hist)
+        INSERT INTO jobs.metric_minute AS m (minute, kind, shard, submitted, started, cancelled, wait_hist)
         SELECT date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
                coalesce(sum(g.n) FILTER (WHERE g.reason = 'submitted'), 0),
                coalesce(sum(g.n) FILTER (WHERE g.reason = 'claimed'), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.reason = 'cancelled'), 0),
                jobs.histogram_from(array_agg(g.wait_bucket) FILTER (WHERE g.wait_bucket IS NOT NULL),
                                    array_agg(g.n) FILTER (WHERE g.wait_bucket IS NOT NULL))
           FROM grouped AS g
@@ -59,13 +61,15 @@ BEGIN
         ON CONFLICT (minute, kind, shard) DO UPDATE
            SET submitted = m.submitted + excluded.submitted,
                started = m.started + excluded.started,
+               cancelled = m.cancelled + excluded.cancelled,
                wait_hist = jobs.histogram_add(m.wait_hist, excluded.wait_hist);
         RETURN cardinality(kinds);
     END IF;
 
     -- Reasons become small codes once per item (1 submitted, 2 claimed, 3 completed,
-    -- 4 retried, 5 reaped, 6 exhausted, 7 failed, 8 cancelled; terminal: 3, 6, 7, 8), so the
-    -- tests below compare integers, not text.
+    -- 4 retried, 5 reaped, 6 exhausted, 7 failed, 8 cancelled), so the tests below compare
+    -- integers, not text. "Ended" (3, 6, 7) is what the SLOs time and the retry distribution
+    -- counts: a cancellation is the caller's decision, counted in cancelled alone.
     WITH item AS MATERIALIZED (
         SELECT u.kind,
                array_position('{submitted,claimed,completed,retried,reaped,exhausted,failed,cancelled}'::text[], u.reason) AS r,
@@ -74,13 +78,13 @@ BEGIN
                AS u(kind, reason, expired, wait, run, latency, retries)
     ), grouped AS (
         SELECT i.kind, i.r, i.expired, i.run IS NOT NULL AS attempted,
-               CASE WHEN i.r IN (3, 6, 7, 8) THEN least(coalesce(i.retries, 0), 3) END AS retry_band,
-               CASE WHEN i.r IN (3, 6, 7, 8) THEN i.latency <= date_part('epoch', t.slo_latency) END AS met,
+               CASE WHEN i.r IN (3, 6, 7) THEN least(coalesce(i.retries, 0), 3) END AS retry_band,
+               CASE WHEN i.r IN (3, 6, 7) THEN i.latency <= date_part('epoch', t.slo_latency) END AS met,
                CASE WHEN i.wait < 0.001 THEN 1 WHEN i.wait IS NOT NULL
                     THEN least(92, 2 + floor(10 * log(i.wait * 1000))::integer) END AS wait_bucket,
-               CASE WHEN i.r NOT IN (3, 6, 7, 8) THEN NULL WHEN i.run < 0.001 THEN 1 WHEN i.run IS NOT NULL
+               CASE WHEN i.r NOT IN (3, 6, 7) THEN NULL WHEN i.run < 0.001 THEN 1 WHEN i.run IS NOT NULL
                     THEN least(92, 2 + floor(10 * log(i.run * 1000))::integer) END AS run_bucket,
-               CASE WHEN i.r NOT IN (3, 6, 7, 8) THEN NULL WHEN i.latency < 0.001 THEN 1 WHEN i.latency IS NOT NULL
+               CASE WHEN i.r NOT IN (3, 6, 7) THEN NULL WHEN i.latency < 0.001 THEN 1 WHEN i.latency IS NOT NULL
                     THEN least(92, 2 + floor(10 * log(i.latency * 1000))::integer) END AS latency_bucket,
                count(*)::integer AS n
           FROM item AS i

@@ -1,7 +1,7 @@
 -- jobs.define_type: defaults, upsert replacing the whole definition, validation (22023, nothing
 -- changed), and a changed definition applying to new jobs only (DESIGN §3, decisions "Names").
 BEGIN;
-SELECT plan(58);
+SELECT plan(60);
 
 CREATE TEMP VIEW dt AS
 SELECT kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes,
@@ -42,9 +42,9 @@ SELECT is((SELECT count(*) FROM jobs.job_type WHERE kind = 'dt_a'), 1::bigint, '
 
 -- boundaries that are accepted.
 SELECT is((jobs.define_type('dt_c', max_retries => 0)).max_retries, 0, 'define_type: max_retries 0 is accepted');
-SELECT is((jobs.define_type('dt_c', max_retries => 1000, slo_target => 1, backoff_base => '1 minute',
+SELECT is((jobs.define_type('dt_c', max_retries => 1000, slo_target => 0.9999, backoff_base => '1 minute',
                             backoff_max => '1 minute')).max_retries, 1000,
-          'define_type: max_retries 1000, slo_target 1 and backoff_max = backoff_base are accepted');
+          'define_type: max_retries 1000, slo_target 0.9999 and backoff_max = backoff_base are accepted');
 SELECT is((jobs.define_type('A' || repeat('b', 127))).kind, 'A' || repeat('b', 127), 'define_type: a 128-character kind is accepted');
 SELECT is((jobs.define_type('9a_b.c:d/e-f', queue => 'Q-1_x.y:z/w')).queue, 'Q-1_x.y:z/w',
           'define_type: kind and queue may use letters, digits and _ . : / -');
@@ -75,6 +75,7 @@ SELECT throws_ok($$ SELECT jobs.define_type('dt_a', max_payload_bytes => 0) $$, 
 SELECT throws_ok($$ SELECT jobs.define_type('dt_a', slo_latency => '0 seconds') $$, '22023', NULL, 'define_type: zero slo_latency -> 22023');
 SELECT throws_ok($$ SELECT jobs.define_type('dt_a', slo_target => 0) $$, '22023', NULL, 'define_type: slo_target 0 -> 22023');
 SELECT throws_ok($$ SELECT jobs.define_type('dt_a', slo_target => 1.5) $$, '22023', NULL, 'define_type: slo_target 1.5 -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_a', slo_target => 1) $$, '22023', NULL, 'define_type: slo_target 1 (no error budget) -> 22023');
 SELECT throws_like($$ SELECT jobs.define_type('dt_a', max_retries => -1) $$, '%define_type%',
                    'define_type: the error message names the function');
 SELECT set_eq($$ SELECT * FROM jobs.job_type $$, $$ SELECT * FROM before_types $$,
@@ -122,6 +123,7 @@ SELECT is((SELECT (slo_success, max_backlog, run_time_budget, max_failure_rate):
 SELECT is((SELECT (slo_success, max_backlog, run_time_budget)::text FROM jobs.define_type('dt_obj')),
           '(0.99,10000,)', 'define_type: omitted arguments take the defaults again (an upsert replaces the definition)');
 SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', slo_success => 0) $$, '22023', NULL, 'define_type: slo_success 0 -> 22023');
+SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', slo_success => 1) $$, '22023', NULL, 'define_type: slo_success 1 -> 22023');
 SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', slo_success => NULL) $$, '22023', NULL, 'define_type: slo_success NULL -> 22023');
 SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', max_backlog => 0) $$, '22023', NULL, 'define_type: max_backlog 0 -> 22023');
 SELECT throws_ok($$ SELECT jobs.define_type('dt_obj', run_time_budget => '0 seconds') $$, '22023', NULL, 'define_type: run_time_budget 0 -> 22023');

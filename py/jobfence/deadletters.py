@@ -7,7 +7,10 @@ LISTENs on its own connection and a thread that POSTs, joined by a bounded queue
 or broken webhook never delays a reap.
 
 What is posted comes from ``jobs.dead_letters(ids)``, not from the message: a message any
-role could have sent only names ids, and only real dead letters are described. A delivery
+role could have sent only names ids, and only real dead letters, failed within the last
+``fresh_for`` seconds and not posted already by this forwarder, are described — so a forged
+message can neither invent a page nor repeat an old one. Only a 2xx answer is a delivery (a
+redirect is not followed: it would turn the POST into a GET without the page). A delivery
 is retried with backoff; after ``attempts`` failures it is dropped with an ERROR line (the
 ``JobfenceDeadLetters`` alert, fed by ``jobs.metrics``, still fires: the webhook is the
 fast page, not the only one). Notifications sent while no forwarder listens are not
@@ -20,9 +23,9 @@ import json
 import logging
 import queue
 import threading
-import urllib.error
 import urllib.request
-from datetime import datetime
+from collections import OrderedDict
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -52,9 +55,18 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # urllib then raises HTTPError for the 3xx: a failed delivery
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class DeadLetterForwarder:
     def __init__(self, database_url: str, db: Database, webhook: str, *, attempts: int = 5,
-                 backoff: float = 1.0, timeout: float = 5.0, capacity: int = 10_000):
+                 backoff: float = 1.0, timeout: float = 5.0, capacity: int = 10_000,
+                 fresh_for: float = 600.0, remembered: int = 100_000):
         self.database_url = database_url
         self.db = db
         self.webhook = webhook
@@ -64,6 +76,9 @@ class DeadLetterForwarder:
         self.pending: queue.Queue[list[int]] = queue.Queue(maxsize=capacity)
         self.forwarded = 0
         self.dropped = 0
+        self.fresh_for = fresh_for
+        self.remembered = remembered
+        self._posted: OrderedDict[int, None] = OrderedDict()
         self.listening = threading.Event()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._listen, name="deadletters-listen", daemon=True),
@@ -119,15 +134,37 @@ class DeadLetterForwarder:
             except queue.Empty:
                 continue
             try:
-                jobs = [_jsonable(r) for r in self.db.dead_letters(ids)]
-            except psycopg.Error as exc:
-                jlog.event(logger, logging.WARNING, "dead_letters_unavailable",
-                           "could not read dead letters; retried", error=str(exc))
-                self._stop.wait(self.backoff)
-                self._enqueue(ids)
+                self._deliver_one(ids)
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any one page
+                self.dropped += len(ids)
+                metrics.dead_letters("dropped", len(ids))
+                jlog.event(logger, logging.ERROR, "dead_letters_dropped",
+                           "dead letters not forwarded", error=repr(exc), count=len(ids))
+
+    def _deliver_one(self, ids: list[int]) -> None:
+        try:
+            jobs = self._fresh(self.db.dead_letters(ids))
+        except psycopg.Error as exc:
+            jlog.event(logger, logging.WARNING, "dead_letters_unavailable",
+                       "could not read dead letters; retried", error=str(exc))
+            self._stop.wait(self.backoff)
+            self._enqueue(ids)
+            return
+        if jobs:
+            self._post(jobs)
+
+    def _fresh(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Those not posted yet and failed recently: a replayed message is not a new page."""
+        horizon = datetime.now(timezone.utc) - timedelta(seconds=self.fresh_for)
+        out = []
+        for row in rows:
+            if row["id"] in self._posted or (row["finished_at"] and row["finished_at"] < horizon):
                 continue
-            if jobs:
-                self._post(jobs)
+            self._posted[row["id"]] = None
+            out.append(_jsonable(row))
+        while len(self._posted) > self.remembered:
+            self._posted.popitem(last=False)
+        return out
 
     def _post(self, jobs: list[dict[str, Any]]) -> None:
         body = json.dumps({"event": "dead_lettered", "count": len(jobs), "jobs": jobs}).encode()
@@ -137,14 +174,16 @@ class DeadLetterForwarder:
                 self.webhook, data=body, method="POST",
                 headers={"Content-Type": "application/json", "User-Agent": "jobfence"})
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as reply:
+                with _OPENER.open(request, timeout=self.timeout) as reply:
                     reply.read()
+                    if not 200 <= reply.status < 300:
+                        raise OSError(f"HTTP {reply.status}: only 2xx is a delivery")
                 self.forwarded += len(jobs)
                 metrics.dead_letters("forwarded", len(jobs))
                 jlog.event(logger, logging.INFO, "dead_letters_forwarded", "dead letters posted",
                            count=len(jobs), job_ids=[j["id"] for j in jobs])
                 return
-            except (urllib.error.URLError, OSError) as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure (HTTP, protocol, URL) is retried, never fatal to the thread
                 jlog.event(logger, logging.WARNING, "dead_letters_post_failed",
                            f"webhook failed (attempt {attempt} of {self.attempts})",
                            error=str(exc), count=len(jobs))

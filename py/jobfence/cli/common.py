@@ -92,7 +92,8 @@ def map_errors(fn):
         except JobfenceError as exc:
             raise Fail(tag(exc), EXIT_ERROR) from None
         except psycopg.OperationalError as exc:
-            raise Fail(f"PostgreSQL unavailable: {exc}".strip(), EXIT_UNAVAILABLE) from None
+            # libpq's message spans lines ("... refused\n\tIs the server running ..."): one line.
+            raise Fail("PostgreSQL unavailable: " + " ".join(str(exc).split()), EXIT_UNAVAILABLE) from None
         except psycopg.DataError as exc:
             # SQLSTATE class 22 (data exception): the input cannot be stored or computed,
             # e.g. 22P05 for a \u0000 the server cannot convert, 22008 for a date overflow.
@@ -166,10 +167,17 @@ class WebhookUrl(click.ParamType):
     def convert(self, value, param, ctx):
         from urllib.parse import urlsplit
 
-        parts = urlsplit(str(value))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            self.fail(f"{value!r} is not an http:// or https:// URL with a host", param, ctx)
-        return str(value)
+        text = str(value)
+        try:
+            parts = urlsplit(text)
+            port = parts.port  # raises for a port out of range or not a number
+        except ValueError as exc:
+            self.fail(f"{text!r} is not a valid URL: {exc}", param, ctx)
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in text):
+            self.fail(f"{text!r} is not an http:// or https:// URL with a host", param, ctx)
+        if port == 0:
+            self.fail(f"{text!r}: port 0 is not a port a webhook listens on", param, ctx)
+        return text
 
 
 WEBHOOK_URL = WebhookUrl()

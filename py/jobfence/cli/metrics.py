@@ -51,7 +51,7 @@ def with_metrics_port(fn):
               help="Window of the jobs.metrics numbers (labelled window=\"5m\" etc.).")
 @click.option("--burn-window", "burn_windows", type=click.IntRange(MIN_WINDOW, MAX_WINDOW),
               multiple=True, metavar="SECONDS",
-              help="Extra window for SLO burn rates (repeatable) [default: 1800, 3600, 21600].")
+              help="Another window for SLO burn rates (repeatable), besides 1800, 3600 and 21600, which the alert rules need and are always served.")
 @click.option("--once", is_flag=True,
               help="Print one scrape on stdout and exit (0 if it read PostgreSQL, 6 if it could not).")
 @click.pass_context
@@ -70,7 +70,7 @@ def metrics(ctx, port, host, window, burn_windows, once):
     db = Database(conf["database_url"], max_size=2, name="jobfence-exporter", timeout=3.0,
                   statement_timeout=5.0)
     registry, collector = registry_for(db, window=window,
-                                       burn_windows=burn_windows or DEFAULT_BURN_WINDOWS)
+                                       burn_windows=(*DEFAULT_BURN_WINDOWS, *burn_windows))
     if once:
         from prometheus_client import generate_latest
 

@@ -113,6 +113,7 @@ class TopApp(App):
         self._fill("#kinds", kinds_table(snap, TOP_COLUMNS, rates), "no kinds")
 
     def _show_error(self, message: str) -> None:
+        message = " ".join(message.split())  # libpq's messages span lines; the status line is one
         since = "" if self._last_ok is None else \
             f"; figures below are {seconds(time.monotonic() - self._last_ok)} old"
         self._status(f"{message}  ·  retrying every {seconds(self._interval)}{since}", down=True)

@@ -42,7 +42,8 @@ DEPTH_STATES = (
     ("processing_expired", "processing_expired"),
     ("enqueue_failed", "enqueue_failed"),
 )
-BACKLOG_COLUMNS = ("queued_ready", "queued_delayed", "queued_blocked")
+# What is due now: a job scheduled for tomorrow (queued_delayed) is not work yet.
+BACKLOG_COLUMNS = ("queued_ready", "queued_blocked")
 
 # jobs.metrics count column -> metric name (jobfence_window_<name>).
 WINDOW_COUNTS = (
@@ -228,8 +229,8 @@ def _gauge(name: str, doc: str, labels: list[str], samples) -> GaugeMetricFamily
 def depth_families(rows: Sequence[dict]) -> Iterator[GaugeMetricFamily]:
     depth = GaugeMetricFamily("jobfence_queue_depth", "jobs of a queue and kind by state "
                               "(jobs.queue_depth)", labels=["queue", "kind", "state"])
-    backlog = GaugeMetricFamily("jobfence_queue_backlog", "queued jobs (ready + delayed + "
-                                "blocked) of a queue and kind", labels=["queue", "kind"])
+    backlog = GaugeMetricFamily("jobfence_queue_backlog", "queued jobs that are due (ready + "
+                                "blocked; not delayed) of a queue and kind", labels=["queue", "kind"])
     oldest = GaugeMetricFamily("jobfence_queue_oldest_ready_age_seconds",
                                "how long the oldest claimable job has been due (0 when none)",
                                labels=["queue", "kind"])
