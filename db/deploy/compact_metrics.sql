@@ -1,6 +1,6 @@
 -- Deploy jobfence:compact_metrics to pg
 -- requires: metric_minute
--- requires: histogram_add
+-- requires: merge_metrics
 BEGIN;
 -- Shards exist so that concurrent batches do not queue on one counter row; once a minute is
 -- over nobody needs them. The reaper folds each closed minute's shards into shard 0 at every
@@ -12,9 +12,14 @@ RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
+-- The CTEs it joins have no indexes: a nested loop over them is quadratic in the rows folded;
+-- and a month of minutes must be read through the primary key, not scanned per call.
+SET enable_seqscan = off
+SET enable_nestloop = off
 AS $$
 DECLARE
     folded integer;
+    merged integer;
 BEGIN
     IF max_rows IS NULL OR max_rows < 1 THEN
         RAISE EXCEPTION 'jobs.compact_metrics: max_rows must be at least 1, got %', coalesce(max_rows::text, 'NULL')
@@ -32,13 +37,19 @@ BEGIN
          WHERE m.minute = v.minute AND m.kind = v.kind AND m.shard = v.shard
         RETURNING m.*
     ), hists AS (
-        SELECT h.minute, h.kind, h.which, array_agg(h.n ORDER BY h.k) AS hist
-          FROM (SELECT g.minute, g.kind, x.which, b.k, sum(b.n)::integer AS n
+        -- One row per minute and kind with its three added histograms (see jobs.metrics).
+        SELECT x.minute, x.kind, array_agg(coalesce(x.w, 0)::integer ORDER BY x.k) AS wait_hist,
+               array_agg(coalesce(x.r, 0)::integer ORDER BY x.k) AS run_hist,
+               array_agg(coalesce(x.l, 0)::integer ORDER BY x.k) AS latency_hist,
+               bool_or(x.has_w) AS has_w, bool_or(x.has_r) AS has_r, bool_or(x.has_l) AS has_l
+          FROM (SELECT g.minute, g.kind, b.k,
+                       sum(g.wait_hist[b.k]) AS w, sum(g.run_hist[b.k]) AS r, sum(g.latency_hist[b.k]) AS l,
+                       bool_or(g.wait_hist IS NOT NULL) AS has_w, bool_or(g.run_hist IS NOT NULL) AS has_r,
+                       bool_or(g.latency_hist IS NOT NULL) AS has_l
                   FROM gone AS g
-                 CROSS JOIN LATERAL (VALUES (1, g.wait_hist), (2, g.run_hist), (3, g.latency_hist)) AS x(which, hist)
-                 CROSS JOIN LATERAL unnest(x.hist) WITH ORDINALITY AS b(n, k)
-                 GROUP BY 1, 2, 3, 4) AS h
-         GROUP BY 1, 2, 3
+                 CROSS JOIN generate_series(1, 92) AS b(k)
+                 GROUP BY 1, 2, 3) AS x
+         GROUP BY 1, 2
     ), sums AS (
         SELECT g.minute, g.kind,
                sum(g.submitted) AS submitted, sum(g.started) AS started, sum(g.succeeded) AS succeeded,
@@ -47,34 +58,17 @@ BEGIN
                ARRAY[sum(g.ended_after[1]), sum(g.ended_after[2]), sum(g.ended_after[3]), sum(g.ended_after[4])]::bigint[] AS ended_after
           FROM gone AS g
          GROUP BY 1, 2
-    ), kept AS (
-        INSERT INTO jobs.metric_minute AS m (minute, kind, shard, submitted, started, succeeded, failed, retried,
-                                             reaped, cancelled, dead_lettered, slo_met, ended_after,
-                                             wait_hist, run_hist, latency_hist)
-        SELECT s.minute, s.kind, 0, s.submitted, s.started, s.succeeded, s.failed, s.retried, s.reaped,
-               s.cancelled, s.dead_lettered, s.slo_met, s.ended_after, hw.hist, hr.hist, hl.hist
-          FROM sums AS s
-          LEFT JOIN hists AS hw ON hw.minute = s.minute AND hw.kind = s.kind AND hw.which = 1
-          LEFT JOIN hists AS hr ON hr.minute = s.minute AND hr.kind = s.kind AND hr.which = 2
-          LEFT JOIN hists AS hl ON hl.minute = s.minute AND hl.kind = s.kind AND hl.which = 3
-         ORDER BY s.minute, s.kind
-        ON CONFLICT (minute, kind, shard) DO UPDATE
-           SET submitted = m.submitted + excluded.submitted,
-               started = m.started + excluded.started,
-               succeeded = m.succeeded + excluded.succeeded,
-               failed = m.failed + excluded.failed,
-               retried = m.retried + excluded.retried,
-               reaped = m.reaped + excluded.reaped,
-               cancelled = m.cancelled + excluded.cancelled,
-               dead_lettered = m.dead_lettered + excluded.dead_lettered,
-               slo_met = m.slo_met + excluded.slo_met,
-               ended_after = ARRAY[m.ended_after[1] + excluded.ended_after[1], m.ended_after[2] + excluded.ended_after[2],
-                                   m.ended_after[3] + excluded.ended_after[3], m.ended_after[4] + excluded.ended_after[4]],
-               wait_hist = jobs.histogram_add(m.wait_hist, excluded.wait_hist),
-               run_hist = jobs.histogram_add(m.run_hist, excluded.run_hist),
-               latency_hist = jobs.histogram_add(m.latency_hist, excluded.latency_hist)
     )
-    SELECT count(*) INTO folded FROM gone;
+    SELECT (SELECT count(*) FROM gone),
+           jobs.merge_metrics(ARRAY(
+               SELECT ROW(s.minute, s.kind, 0, s.submitted, s.started, s.succeeded, s.failed, s.retried, s.reaped,
+                          s.cancelled, s.dead_lettered, s.slo_met, s.ended_after,
+                          -- NULL stays NULL: "no sample this minute" is not a histogram of zeros.
+                          CASE WHEN h.has_w THEN h.wait_hist END, CASE WHEN h.has_r THEN h.run_hist END,
+                          CASE WHEN h.has_l THEN h.latency_hist END)::jobs.metric_minute
+                 FROM sums AS s
+                 JOIN hists AS h ON h.minute = s.minute AND h.kind = s.kind))
+      INTO folded, merged;
     RETURN folded;
 END $$;
 COMMENT ON FUNCTION jobs.compact_metrics(integer) IS

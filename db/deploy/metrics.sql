@@ -46,16 +46,20 @@ BEGIN
                sum(r.ended_after[3])::bigint AS e2, sum(r.ended_after[4])::bigint AS e3
           FROM rows AS r
          GROUP BY r.kind
+    ), buckets AS (
+        -- Histograms of every minute and shard, added bucket by bucket: one row per kind and
+        -- bucket carrying all three sums (a third of the rows an unnest per histogram makes).
+        SELECT r.kind COLLATE "C" AS kind, b.k,
+               sum(r.wait_hist[b.k]) AS w, sum(r.run_hist[b.k]) AS r, sum(r.latency_hist[b.k]) AS l
+          FROM rows AS r
+         CROSS JOIN generate_series(1, 92) AS b(k)
+         GROUP BY 1, 2
     ), hists AS (
-        -- Histograms of every minute and shard, added bucket by bucket.
-        SELECT h.kind, h.which, array_agg(h.n ORDER BY h.k) AS hist
-          FROM (SELECT r.kind, x.which, b.k, sum(b.n)::bigint AS n
-                  FROM rows AS r
-                 CROSS JOIN LATERAL (VALUES ('wait', r.wait_hist), ('run', r.run_hist),
-                                            ('latency', r.latency_hist)) AS x(which, hist)
-                 CROSS JOIN LATERAL unnest(x.hist) WITH ORDINALITY AS b(n, k)
-                 GROUP BY r.kind, x.which, b.k) AS h
-         GROUP BY h.kind, h.which
+        SELECT x.kind, array_agg(coalesce(x.w, 0) ORDER BY x.k) AS wait_hist,
+               array_agg(coalesce(x.r, 0) ORDER BY x.k) AS run_hist,
+               array_agg(coalesce(x.l, 0) ORDER BY x.k) AS latency_hist
+          FROM buckets AS x
+         GROUP BY x.kind
     ), kinds AS (
         SELECT t.kind FROM jobs.job_type AS t
         UNION
@@ -66,12 +70,12 @@ BEGIN
            coalesce(s.failed, 0), coalesce(s.retried, 0), coalesce(s.reaped, 0),
            coalesce(s.cancelled, 0), coalesce(s.dead_lettered, 0),
            coalesce(s.e0, 0), coalesce(s.e1, 0), coalesce(s.e2, 0), coalesce(s.e3, 0),
-           jobs.histogram_quantile(hw.hist, 0.50), jobs.histogram_quantile(hw.hist, 0.95),
-           jobs.histogram_quantile(hw.hist, 0.99),
-           jobs.histogram_quantile(hr.hist, 0.50), jobs.histogram_quantile(hr.hist, 0.95),
-           jobs.histogram_quantile(hr.hist, 0.99),
-           jobs.histogram_quantile(hl.hist, 0.50), jobs.histogram_quantile(hl.hist, 0.95),
-           jobs.histogram_quantile(hl.hist, 0.99),
+           jobs.histogram_quantile(h.wait_hist, 0.50), jobs.histogram_quantile(h.wait_hist, 0.95),
+           jobs.histogram_quantile(h.wait_hist, 0.99),
+           jobs.histogram_quantile(h.run_hist, 0.50), jobs.histogram_quantile(h.run_hist, 0.95),
+           jobs.histogram_quantile(h.run_hist, 0.99),
+           jobs.histogram_quantile(h.latency_hist, 0.50), jobs.histogram_quantile(h.latency_hist, 0.95),
+           jobs.histogram_quantile(h.latency_hist, 0.99),
            date_part('epoch', t.slo_latency), t.slo_target, coalesce(s.slo_met, 0),
            s.slo_met::double precision / nullif(s.e0 + s.e1 + s.e2 + s.e3, 0),
            -- 1 - (share that missed) / (share allowed to miss); a target of 1 allows none.
@@ -85,9 +89,7 @@ BEGIN
       FROM kinds AS k
       LEFT JOIN jobs.job_type AS t ON t.kind = k.kind
       LEFT JOIN sums AS s ON s.kind = k.kind
-      LEFT JOIN hists AS hw ON hw.kind = k.kind AND hw.which = 'wait'
-      LEFT JOIN hists AS hr ON hr.kind = k.kind AND hr.which = 'run'
-      LEFT JOIN hists AS hl ON hl.kind = k.kind AND hl.which = 'latency'
+      LEFT JOIN hists AS h ON h.kind = k.kind
      ORDER BY k.kind;
 END $$;
 COMMENT ON FUNCTION jobs.metrics(interval) IS

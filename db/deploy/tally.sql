@@ -1,7 +1,7 @@
 -- Deploy jobfence:tally to pg
 -- requires: metric_minute
 -- requires: histogram_from
--- requires: histogram_add
+-- requires: merge_metrics
 -- requires: job_type
 BEGIN;
 -- What a batch of transitions means for the metrics, recorded in the batch's own
@@ -26,6 +26,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     dead bigint[];
+    added jobs.metric_minute[];
 BEGIN
     IF coalesce(cardinality(kinds), 0) = 0 THEN
         RETURN 0;
@@ -40,29 +41,26 @@ BEGIN
     -- job (jobs.cancel) end no attempt and nothing the SLOs time: counts and the queue-wait
     -- histogram only, with a statement a third the size.
     IF runs IS NULL AND latencies IS NULL AND expired IS NULL AND job_ids IS NULL THEN
-        WITH grouped AS (
-            SELECT u.kind, u.reason,
-                   CASE WHEN u.wait < 0.001 THEN 1 WHEN u.wait IS NOT NULL
-                        THEN least(92, 2 + floor(10 * log(u.wait * 1000))::integer) END AS wait_bucket,
-                   count(*)::integer AS n
-              FROM unnest(kinds, reasons, waits) AS u(kind, reason, wait)
-             GROUP BY 1, 2, 3
-        )
-        INSERT INTO jobs.metric_minute AS m (minute, kind, shard, submitted, started, cancelled, wait_hist)
-        SELECT date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
-               coalesce(sum(g.n) FILTER (WHERE g.reason = 'submitted'), 0),
-               coalesce(sum(g.n) FILTER (WHERE g.reason = 'claimed'), 0),
-               coalesce(sum(g.n) FILTER (WHERE g.reason = 'cancelled'), 0),
-               jobs.histogram_from(array_agg(g.wait_bucket) FILTER (WHERE g.wait_bucket IS NOT NULL),
-                                   array_agg(g.n) FILTER (WHERE g.wait_bucket IS NOT NULL))
-          FROM grouped AS g
-         GROUP BY g.kind
-         ORDER BY g.kind
-        ON CONFLICT (minute, kind, shard) DO UPDATE
-           SET submitted = m.submitted + excluded.submitted,
-               started = m.started + excluded.started,
-               cancelled = m.cancelled + excluded.cancelled,
-               wait_hist = jobs.histogram_add(m.wait_hist, excluded.wait_hist);
+        PERFORM jobs.merge_metrics(ARRAY(
+            WITH grouped AS (
+                SELECT u.kind, u.reason,
+                       CASE WHEN u.wait < 0.001 THEN 1 WHEN u.wait IS NOT NULL
+                            THEN least(92, 2 + floor(10 * log(u.wait * 1000))::integer) END AS wait_bucket,
+                       count(*)::integer AS n
+                  FROM unnest(kinds, reasons, waits) AS u(kind, reason, wait)
+                 GROUP BY 1, 2, 3
+            )
+            SELECT ROW(date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
+                       coalesce(sum(g.n) FILTER (WHERE g.reason = 'submitted'), 0),
+                       coalesce(sum(g.n) FILTER (WHERE g.reason = 'claimed'), 0),
+                       0, 0, 0, 0,
+                       coalesce(sum(g.n) FILTER (WHERE g.reason = 'cancelled'), 0),
+                       0, 0, '{0,0,0,0}',
+                       jobs.histogram_from(array_agg(g.wait_bucket) FILTER (WHERE g.wait_bucket IS NOT NULL),
+                                           array_agg(g.n) FILTER (WHERE g.wait_bucket IS NOT NULL)),
+                       NULL, NULL)::jobs.metric_minute
+              FROM grouped AS g
+             GROUP BY g.kind));
         RETURN cardinality(kinds);
     END IF;
 
@@ -70,6 +68,7 @@ BEGIN
     -- 4 retried, 5 reaped, 6 exhausted, 7 failed, 8 cancelled), so the tests below compare
     -- integers, not text. "Ended" (3, 6, 7) is what the SLOs time and the retry distribution
     -- counts: a cancellation is the caller's decision, counted in cancelled alone.
+    added := ARRAY(
     WITH item AS MATERIALIZED (
         SELECT u.kind,
                array_position('{submitted,claimed,completed,retried,reaped,exhausted,failed,cancelled}'::text[], u.reason) AS r,
@@ -91,50 +90,29 @@ BEGIN
           LEFT JOIN jobs.job_type AS t ON t.kind = i.kind
          GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
     )
-    INSERT INTO jobs.metric_minute AS m (minute, kind, shard, submitted, started, succeeded, failed, retried,
-                                         reaped, cancelled, dead_lettered, slo_met, ended_after,
-                                         wait_hist, run_hist, latency_hist)
-    SELECT date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
-           coalesce(sum(g.n) FILTER (WHERE g.r = 1), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.r = 2), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.r = 3), 0),
-           -- A failed attempt is one that ended (it has a run time) other than by success or
-           -- cancellation; a queued job failed for a spent budget had no attempt.
-           coalesce(sum(g.n) FILTER (WHERE g.attempted AND g.r IN (4, 5, 6, 7)), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.r IN (4, 5)), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.expired), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.r = 8), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.r IN (6, 7)), 0),
-           coalesce(sum(g.n) FILTER (WHERE g.met), 0),
-           ARRAY[coalesce(sum(g.n) FILTER (WHERE g.retry_band = 0), 0), coalesce(sum(g.n) FILTER (WHERE g.retry_band = 1), 0),
-                 coalesce(sum(g.n) FILTER (WHERE g.retry_band = 2), 0), coalesce(sum(g.n) FILTER (WHERE g.retry_band = 3), 0)]::bigint[],
-           jobs.histogram_from(array_agg(g.wait_bucket) FILTER (WHERE g.wait_bucket IS NOT NULL),
-                               array_agg(g.n) FILTER (WHERE g.wait_bucket IS NOT NULL)),
-           jobs.histogram_from(array_agg(g.run_bucket) FILTER (WHERE g.run_bucket IS NOT NULL),
-                               array_agg(g.n) FILTER (WHERE g.run_bucket IS NOT NULL)),
-           jobs.histogram_from(array_agg(g.latency_bucket) FILTER (WHERE g.latency_bucket IS NOT NULL),
-                               array_agg(g.n) FILTER (WHERE g.latency_bucket IS NOT NULL))
+    SELECT ROW(date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
+               coalesce(sum(g.n) FILTER (WHERE g.r = 1), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.r = 2), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.r = 3), 0),
+               -- A failed attempt is one that ended (it has a run time) other than by success or
+               -- cancellation; a queued job failed for a spent budget had no attempt.
+               coalesce(sum(g.n) FILTER (WHERE g.attempted AND g.r IN (4, 5, 6, 7)), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.r IN (4, 5)), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.expired), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.r = 8), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.r IN (6, 7)), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.met), 0),
+               ARRAY[coalesce(sum(g.n) FILTER (WHERE g.retry_band = 0), 0), coalesce(sum(g.n) FILTER (WHERE g.retry_band = 1), 0),
+                     coalesce(sum(g.n) FILTER (WHERE g.retry_band = 2), 0), coalesce(sum(g.n) FILTER (WHERE g.retry_band = 3), 0)]::bigint[],
+               jobs.histogram_from(array_agg(g.wait_bucket) FILTER (WHERE g.wait_bucket IS NOT NULL),
+                                   array_agg(g.n) FILTER (WHERE g.wait_bucket IS NOT NULL)),
+               jobs.histogram_from(array_agg(g.run_bucket) FILTER (WHERE g.run_bucket IS NOT NULL),
+                                   array_agg(g.n) FILTER (WHERE g.run_bucket IS NOT NULL)),
+               jobs.histogram_from(array_agg(g.latency_bucket) FILTER (WHERE g.latency_bucket IS NOT NULL),
+                                   array_agg(g.n) FILTER (WHERE g.latency_bucket IS NOT NULL)))::jobs.metric_minute
       FROM grouped AS g
-     GROUP BY g.kind
-    -- In kind order: two batches sharing a shard lock their rows in the same order, so a
-    -- batch of several kinds cannot deadlock with another.
-     ORDER BY g.kind
-    ON CONFLICT (minute, kind, shard) DO UPDATE
-       SET submitted = m.submitted + excluded.submitted,
-           started = m.started + excluded.started,
-           succeeded = m.succeeded + excluded.succeeded,
-           failed = m.failed + excluded.failed,
-           retried = m.retried + excluded.retried,
-           reaped = m.reaped + excluded.reaped,
-           cancelled = m.cancelled + excluded.cancelled,
-           dead_lettered = m.dead_lettered + excluded.dead_lettered,
-           slo_met = m.slo_met + excluded.slo_met,
-           ended_after = ARRAY[m.ended_after[1] + excluded.ended_after[1], m.ended_after[2] + excluded.ended_after[2],
-                               m.ended_after[3] + excluded.ended_after[3], m.ended_after[4] + excluded.ended_after[4]],
-           wait_hist = jobs.histogram_add(m.wait_hist, excluded.wait_hist),
-           run_hist = jobs.histogram_add(m.run_hist, excluded.run_hist),
-           latency_hist = jobs.histogram_add(m.latency_hist, excluded.latency_hist);
-
+     GROUP BY g.kind);
+    PERFORM jobs.merge_metrics(added);
     -- A dead letter pages someone (write contract): listeners hear it when this commits.
     -- At most 300 ids per message, well under PostgreSQL's 8000-byte payload limit.
     IF job_ids IS NOT NULL THEN
