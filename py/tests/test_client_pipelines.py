@@ -26,7 +26,9 @@ def test_submit_many_pushes_one_pipeline(client, redis_url):
     try:
         before = _lpush_calls(r)
         ids = client.submit_many([("noop", {"n": i}) for i in range(N)])
-        assert _lpush_calls(r) - before == 1
+        # One push per read of the socket, not per job: 200 notifications (14 kB) may take
+        # libpq two or three reads, never anything near 200.
+        assert _lpush_calls(r) - before <= 3
         assert sorted(int(x) for x in r.lrange(ready_key("default"), 0, -1)) == sorted(ids)
     finally:
         r.close()
@@ -48,7 +50,9 @@ def test_relay_pushes_what_has_arrived_as_one_batch(procs, declared):
                    for i in range(N)]
         relay.signal(signal.SIGCONT)
         wait_until(lambda: r.llen(ready_key("default")) == N, 20, what="every id relayed")
-        assert _lpush_calls(r) - before == 1
+        # One push per read of the socket, not per job: 200 notifications (14 kB) may take
+        # libpq two or three reads, never anything near 200.
+        assert _lpush_calls(r) - before <= 3
         assert sorted(int(x) for x in r.lrange(ready_key("default"), 0, -1)) == sorted(ids)
         relay.wait_for("relayed", count=N)
         loud = [e for e in relay.events()
