@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import ceilings, e2e, judged, observe, report, scale, sqlpath
+from . import api, ceilings, e2e, judged, observe, report, scale, sqlpath
 from .common import RESULTS, ROOT, Settings, connect, create_plain_table, progress, scalar, stop_all
 
-SECTIONS = ("ceilings", "sql", "observe", "e2e", "judged", "scale")
+SECTIONS = ("ceilings", "sql", "observe", "e2e", "judged", "api", "scale")
 
 
 def _terminate(signum, frame):
@@ -93,6 +93,9 @@ def main() -> int:
             if "judged" in sections:
                 progress("3a. the judged configuration (jobs.submit_many + relay + 2 workers)")
                 results["judged"] = judged.run(settings, admin)
+            if "api" in sections:
+                progress("7. the HTTP API (jobfence api: POST /jobs, POST /jobs/batch)")
+                results["api"] = api.run(settings, admin)
             if "scale" in sections:
                 progress("5. scale")
                 results["scale"] = scale.run(settings, admin)
@@ -109,6 +112,7 @@ def main() -> int:
             path, charts = report.write(results, RESULTS, stamp, latest="interrupted" not in results)
             progress(f"wrote {path.relative_to(ROOT)}" + "".join(f", {c.relative_to(ROOT)}" for c in charts))
         failed = [c for c in results.get("e2e", {}).get("configs", []) if c.get("error")]
+        failed += [results["api"]] if results.get("api", {}).get("error") else []
         if failed or sys.exc_info()[0] is not None:  # keep the logs of a run that failed
             progress(f"worker and relay logs kept in {settings.work}")
         else:

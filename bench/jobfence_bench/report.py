@@ -141,8 +141,39 @@ def table(res: dict) -> str:
         if b:
             lines.append("  bytes per million done jobs (with their 3 events): " + ", ".join(
                 f"{k} {v / 2**20:,.0f} MiB" for k, v in b.items()))
+    lines += api_table(res.get("api"))
     lines += targets(res)
     return "\n".join(lines)
+
+
+def api_table(api: dict | None) -> list[str]:
+    if not api:
+        return []
+    lines = ["7. HTTP API (jobfence api --no-auth; pgbench of a plain INSERT from as many clients)"]
+    if api.get("skipped") or api.get("error"):
+        why = api.get("skipped") or api["error"]
+        return lines + [f"  {'skipped' if api.get('skipped') else 'failed'}: {why.splitlines()[0][:100]}"]
+    for r in api.get("post_jobs", []) + ([api["batch"]] if api.get("batch") else []):
+        n, per = r["clients"], r["jobs_per_request"]
+        what = "POST /jobs" if per == 1 else f"POST /jobs/batch ({per:,} specs)"
+        stmt = "single-row INSERT" if per == 1 else f"{per:,}-row INSERT"
+        rate, ratio_ = r["rate"], _median(r["ratio_to_ceiling"])
+        spread = f"{_fmt(rate['min'])}–{_fmt(rate['max'])}" if rate["min"] is not None else "-"
+        lines.append(ROW.format(f"  {what}, {n} client{'s' * (n > 1)}", _fmt(rate["median"]), spread,
+                                f"{ratio_:.3f}" if ratio_ is not None else "",
+                                f"{rate['unit']} pgbench {stmt} (pairwise)"))
+        _row(lines, f"    pgbench {stmt}, {n} client{'s' * (n > 1)}", r["ceiling"])
+        _row(lines, "    latency p50", r["latency_p50_ms"])
+        _row(lines, "    latency p99", r["latency_p99_ms"])
+        cpu = r.get("cpu_us_per_request") or {}
+        if cpu:
+            lines.append(ROW.format("    CPU per request: client / api / postgres", " / ".join(
+                f"{_median(cpu.get(k)) or 0:,.0f}" for k in ("client", "api", "postgres")), "", "", "µs"))
+        if r.get("errors"):
+            lines.append(f"    {r['errors']} failed requests, first: {(r.get('first_error') or '')[:80]}")
+        if r.get("jobs_in_db") != r.get("jobs_accepted"):
+            lines.append(f"    202s {r['jobs_accepted']:,} but {r['jobs_in_db']:,} rows in jobs.job")
+    return lines
 
 
 def _median(fig):

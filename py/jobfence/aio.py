@@ -2,11 +2,16 @@
 
 Same contract: ``jobs.submit(..., notify => false)`` commits, then the id is pushed; a Redis
 failure parks the job with ``jobs.mark_enqueue_failed`` and the id is still returned.
+
+The ``*_jobs`` methods and the operator calls below answer whole rows, whether a row was
+created and whether its signal reached Redis: what the HTTP API (``jobfence.api``) reports.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -20,21 +25,61 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import rows, sql
 from .client import Client
+from .db import _CHECK_AFTER_IDLE_SECONDS
 from .errors import translate
 from .transport import fill_pipeline
 
 logger = logging.getLogger("jobfence.aio")
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """A job as a submit left it; ``created`` is false for an idempotent repeat. After a
+    failed push the row says ``enqueue_failed``, as PostgreSQL then holds it."""
+
+    job: rows.Job
+    created: bool
+
+
+def _with_created(found: list[rows.Job]) -> list[Submitted]:
+    out = []
+    for job in found:
+        extra = dict(job.extra)
+        created = bool(extra.pop("created", True))
+        out.append(Submitted(replace(job, extra=extra), created))
+    return out
+
+
+def _parked(items: list[Submitted], enqueued: bool) -> list[Submitted]:
+    """The rows as PostgreSQL now holds them after a failed push parked the queued ones."""
+    if enqueued:
+        return items
+    return [Submitted(replace(s.job, status="enqueue_failed"), s.created)
+            if s.job.status == "queued" and not (s.job.pending_children or 0) else s
+            for s in items]
+
+
+async def _stamp_returned(conn) -> None:
+    conn._jobfence_returned_at = time.monotonic()
+
+
+async def _check_if_idle(conn) -> None:
+    # As db.Database: test a connection only when it sat idle; a check on every checkout
+    # would double the round trips of a busy web handler.
+    returned = getattr(conn, "_jobfence_returned_at", None)
+    if returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class AsyncClient:
     """``async with AsyncClient(db_url, redis_url) as c: job_id = await c.submit(...)``"""
 
     def __init__(self, database_url: str, redis_url: str, *, pool_size: int = 4,
-                 timeout: float = 10.0):
+                 timeout: float = 10.0, name: str = "jobfence-client"):
         self.pool = AsyncConnectionPool(
             database_url, min_size=1, max_size=pool_size, open=False, timeout=timeout,
-            kwargs={"autocommit": True, "application_name": "jobfence-client"},
-            check=AsyncConnectionPool.check_connection)
+            kwargs={"autocommit": True, "application_name": name},
+            check=_check_if_idle, reset=_stamp_returned)
         self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=5.0,
                                              socket_connect_timeout=2.0)
 
@@ -76,24 +121,101 @@ class AsyncClient:
         await self._push([(job_id, queue, due) for job_id, queue, due, waits in submitted if waits])
         return [row[0] for row in submitted]
 
+    async def submit_job(self, kind: str, payload: Any = None, *,
+                         idempotency_key: str | None = None, run_after: datetime | None = None,
+                         ordering_key: str | None = None) -> tuple[Submitted, bool]:
+        """``submit`` answering (the job, whether its signal reached Redis)."""
+        found = await self._all(sql.SUBMIT_CREATED, {
+            "kind": kind, "payload": Jsonb({} if payload is None else payload),
+            "idempotency_key": idempotency_key, "run_after": run_after,
+            "ordering_key": ordering_key}, rows.JOB)
+        submitted = _with_created(found)
+        enqueued = await self._signal([s.job for s in submitted])
+        return _parked(submitted, enqueued)[0], enqueued
+
+    async def submit_jobs(self, specs: Sequence[dict | tuple]) -> tuple[list[Submitted], bool]:
+        """``submit_many`` (all or nothing) answering the rows in spec order."""
+        found = await self._all(sql.SUBMIT_MANY_CREATED,
+                                {"specs": Jsonb([Client._normalise(s) for s in specs])}, rows.JOB)
+        submitted = _with_created(found)
+        enqueued = await self._signal([s.job for s in submitted])
+        return _parked(submitted, enqueued), enqueued
+
+    async def fan_out_jobs(self, children: Sequence[dict | tuple], then: dict | tuple
+                           ) -> tuple[Submitted, list[rows.Job], bool]:
+        """``fan_out``: (the coordinator, its children, whether their signals were pushed)."""
+        (coordinator,) = _with_created(await self._all(sql.FAN_OUT_CREATED, {
+            "children": Jsonb([Client._normalise(c) for c in children]),
+            "then_spec": Jsonb(Client._normalise(then))}, rows.JOB))
+        # As Client.fan_out: the children's ids are only known by reading them back.
+        kids = _with_created(await self._all(sql.CHILDREN, {"job_id": coordinator.job.id},
+                                             rows.JOB))
+        enqueued = await self._signal([coordinator.job] + [k.job for k in kids])
+        return coordinator, [k.job for k in _parked(kids, enqueued)], enqueued
+
     async def get(self, job_id: int) -> rows.Job:
         return (await self._all(sql.GET, {"job_id": job_id}, rows.JOB))[0]
 
-    async def _signal(self, jobs: Iterable[rows.Job]) -> None:
-        await self._push([(j.id, j.queue, j.run_after) for j in jobs
-                          if j.status == "queued" and not (j.pending_children or 0)])
+    async def terminal_jobs(self, job_ids: Sequence[int]) -> list[rows.Job]:
+        """Those of the jobs that are done or failed, in one statement."""
+        if not job_ids:
+            return []
+        return await self._all(sql.TERMINAL_JOBS, {"job_ids": list(job_ids)}, rows.JOB)
 
-    async def _push(self, todo: list) -> None:
-        """One Redis pipeline for the batch; on failure park it for the reaper."""
+    async def events(self, job_id: int) -> list[rows.Event]:
+        return await self._all(sql.EVENTS, {"job_id": job_id}, rows.EVENT)
+
+    async def children(self, job_id: int) -> list[rows.Job]:
+        return await self._all(sql.CHILDREN, {"job_id": job_id}, rows.JOB)
+
+    async def list_jobs(self, *, kind: str | None = None, status: str | None = None,
+                        before_id: int | None = None, max_jobs: int = 100) -> list[rows.Job]:
+        return await self._all(sql.LIST_JOBS, {"kind": kind, "status": status,
+                                               "before_id": before_id, "max_jobs": max_jobs},
+                               rows.JOB)
+
+    async def queue_depth(self) -> list[dict]:
+        return await self._all(sql.QUEUE_DEPTH, None)
+
+    async def queues(self) -> list[str]:
+        return [r["queue"] for r in await self._all(sql.QUEUES, None)]
+
+    async def cancel(self, job_id: int, reason: str = "cancelled") -> tuple[rows.Outcome, bool]:
+        """``jobs.cancel``, then push the jobs it woke: (outcome, whether that push worked)."""
+        (outcome,) = await self._all(sql.CANCEL, {"job_id": job_id, "reason": reason},
+                                     rows.OUTCOME)
+        return outcome, await self._signal_ids(outcome.wake or [])
+
+    async def replay(self, job_id: int) -> tuple[bool, bool]:
+        """``jobs.replay`` (which does not signal), then push the id: (replayed, pushed)."""
+        (found,) = await self._all(sql.REPLAY, {"job_id": job_id})
+        replayed = bool(found["replayed"])
+        return replayed, (await self._signal_ids([job_id])) if replayed else True
+
+    async def _signal_ids(self, job_ids: Sequence[int]) -> bool:
+        if not job_ids:
+            return True
+        found = await self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, rows.SIGNAL)
+        return await self._push([(s.job_id, s.queue, s.run_after) for s in found])
+
+    async def _signal(self, jobs: Iterable[rows.Job]) -> bool:
+        return await self._push([(j.id, j.queue, j.run_after) for j in jobs
+                                 if j.status == "queued" and not (j.pending_children or 0)])
+
+    async def _push(self, todo: list) -> bool:
+        """One Redis pipeline for the batch; on failure park it for the reaper. True when
+        every signal reached Redis (or none was needed)."""
         if not todo:
-            return
+            return True
         try:
             pipe = self.redis.pipeline(transaction=False)
             fill_pipeline(pipe, todo)
             await pipe.execute()
+            return True
         except (redis.RedisError, OSError) as exc:
             ids = [job_id for job_id, _, _ in todo]
             await self._all(sql.MARK_ENQUEUE_FAILED, {"job_ids": ids})
             jlog.event(logger, logging.WARNING, "enqueue_failed",
                        "Redis push failed after commit; parked as enqueue_failed for the reaper",
                        job_ids=ids[:20], count=len(ids), error=str(exc))
+            return False

@@ -1,4 +1,4 @@
-"""``jobfence run``: relay + reaper + N workers as child processes of one command.
+"""``jobfence run``: relay + reaper + N workers (+ the HTTP API) as child processes of one command.
 
 For a laptop or a demo. Children are real ``python -m jobfence ...`` processes (the same
 ones an operator would run separately); a child that dies unexpectedly — the example
@@ -107,7 +107,8 @@ class Supervisor:
 def build_children(*, app: str, workers: int, concurrency: int, batch: int | None,
                    log_format: str, log_level: str, reaper_interval: float, stale_after: float,
                    grace: float, queues: list[str], metrics_port: int | None = None,
-                   metrics_host: str = "127.0.0.1") -> list[Child]:
+                   metrics_host: str = "127.0.0.1", api_port: int | None = None,
+                   api_host: str = "127.0.0.1", api_no_auth: bool = False) -> list[Child]:
     base = [sys.executable, "-m", "jobfence", "--log-format", log_format, "--log-level", log_level]
     qargs = [a for q in queues for a in ("--queue", q)]
 
@@ -131,4 +132,9 @@ def build_children(*, app: str, workers: int, concurrency: int, batch: int | Non
         if batch:
             argv += ["--batch", str(batch)]
         children.append(Child(f"worker-{n}", argv))
+    if api_port is not None:
+        # The API serves its own metrics on its port (GET /metrics), so it takes no
+        # --metrics-port.
+        children.append(Child("api", base + ["api", "--host", api_host, "--port", str(api_port)]
+                              + (["--no-auth"] if api_no_auth else [])))
     return children

@@ -26,6 +26,19 @@ SELECT id, queue, run_after, status = 'queued' AND pending_children = 0 AS waits
   FROM jobs.submit_many(specs => %(specs)s)
 """
 FAN_OUT = "SELECT * FROM jobs.fan_out(children => %(children)s, then_spec => %(then_spec)s)"
+# The HTTP API tells a new job from an idempotent repeat: a row this statement inserted carries
+# its transaction's now() as created_at, a repeat the created_at of an earlier transaction.
+SUBMIT_CREATED = """
+SELECT *, created_at = now() AS created
+  FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
+                   idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
+                   ordering_key => %(ordering_key)s, notify => false)
+"""
+SUBMIT_MANY_CREATED = "SELECT *, created_at = now() AS created FROM jobs.submit_many(specs => %(specs)s)"
+FAN_OUT_CREATED = """
+SELECT *, created_at = now() AS created
+  FROM jobs.fan_out(children => %(children)s, then_spec => %(then_spec)s)
+"""
 MARK_ENQUEUE_FAILED = "SELECT jobs.mark_enqueue_failed(job_ids => %(job_ids)b::bigint[]) AS marked"
 
 # -- worker ---------------------------------------------------------------------------------
@@ -88,6 +101,13 @@ SELECT date_part('epoch', j.finished_at - j.created_at) AS seconds
   FROM unnest(%(job_ids)b::bigint[]) AS wanted
  CROSS JOIN LATERAL jobs.get(job_id => wanted) AS j
  WHERE j.finished_at IS NOT NULL
+"""
+# Long-polling HTTP clients: which of the awaited jobs ended, for all of them in one statement.
+TERMINAL_JOBS = """
+SELECT j.*
+  FROM unnest(%(job_ids)b::bigint[]) AS wanted
+ CROSS JOIN LATERAL jobs.get(job_id => wanted) AS j
+ WHERE j.status = 'done' OR j.status = 'failed'
 """
 EVENTS = "SELECT * FROM jobs.events(job_id => %(job_id)s)"
 LIST_JOBS = """

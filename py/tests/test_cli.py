@@ -98,7 +98,7 @@ def test_run_starts_the_stack_processes_jobs_and_stops_on_sigterm(declared, redi
     log = open(tmp_path / "run.log", "w")
     run = subprocess.Popen([sys.executable, "-m", "jobfence", "--log-format", "json", "run",
                             "--workers", "2", "--concurrency", "4", "--reaper-interval", "0.5",
-                            "--stale-after", "1", "--grace", "5"],
+                            "--stale-after", "1", "--grace", "5", "--api-port", "0"],
                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         out = cli("demo", "--jobs", "300", "--crash", "1", "--timeout", "60", "--json",

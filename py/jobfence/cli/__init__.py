@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .api import api
 from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from .jobs import cancel, demo, replay, status, submit
 from .metrics import metrics
@@ -31,6 +32,6 @@ def main(ctx: click.Context, database_url: str, redis_url: str, log_format: str,
                "log_format": log_format, "log_level": log_level.upper()}
 
 
-for command in (worker, reaper, relay, run, submit, status, cancel, replay, demo, stats, top,
+for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, demo, stats, top,
                 metrics, db):
     main.add_command(command)

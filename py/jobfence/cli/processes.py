@@ -1,4 +1,4 @@
-"""Long-running processes: worker, reaper, relay, and run (all of them in one tree)."""
+"""Long-running processes: worker, reaper, relay, and run (all of them, and the API, in one tree)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from .common import (POSITIVE_SECONDS, SECONDS, WEBHOOK_URL, cfg, exit_process, queues_from,
-                     setup_logging)
+from .common import (EXIT_USAGE, POSITIVE_SECONDS, SECONDS, WEBHOOK_URL, Fail, cfg, exit_process,
+                     queues_from, setup_logging)
 from .metrics import with_metrics_port
 
 
@@ -149,12 +149,24 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metric
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
 @click.option("--dead-letter-webhook", default=None, type=WEBHOOK_URL,
               envvar="JOBFENCE_DEAD_LETTER_WEBHOOK", help="Passed to the reaper.")
+@click.option("--api-port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the HTTP API child (jobfence api; 0: any free port).")
+@click.option("--api-host", default="127.0.0.1", show_default=True,
+              help="Address the HTTP API listens on.")
+@click.option("--no-api", is_flag=True, help="Do not start the HTTP API.")
 @click.pass_context
 def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after, grace, queues,
-        metrics_port, metrics_host, dead_letter_webhook):
-    """Relay + reaper + N workers in one process tree (for a laptop)."""
+        metrics_port, metrics_host, dead_letter_webhook, api_port, api_host, no_api):
+    """Relay + reaper + N workers + the HTTP API in one process tree (for a laptop)."""
     from ..runner import Supervisor, build_children
+    from .api import TOKENS_ENV, is_loopback
 
+    # Without tokens the API may only serve unauthenticated on a loopback address: refuse
+    # here, once, rather than let the child exit and be restarted forever.
+    api_no_auth = not no_api and not os.environ.get(TOKENS_ENV, "").strip()
+    if api_no_auth and not is_loopback(api_host):
+        raise Fail(f"--api-host {api_host} is not a loopback address and {TOKENS_ENV} is "
+                   "unset: set tokens, listen on 127.0.0.1, or pass --no-api", EXIT_USAGE)
     setup_logging(ctx, "run")
     conf = cfg(ctx)
     env = dict(os.environ, JOBFENCE_DATABASE_URL=conf["database_url"],
@@ -165,7 +177,8 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
                               log_format=conf["log_format"], log_level=conf["log_level"],
                               reaper_interval=reaper_interval, stale_after=stale_after,
                               grace=grace, queues=list(queues), metrics_port=metrics_port,
-                              metrics_host=metrics_host)
+                              metrics_host=metrics_host, api_port=None if no_api else api_port,
+                              api_host=api_host, api_no_auth=api_no_auth)
     sys.exit(Supervisor(children, env=env, grace=grace).run())
 
 

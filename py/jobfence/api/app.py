@@ -1,0 +1,125 @@
+"""The application factory: ``create_app(Settings(...))``.
+
+One process holds one ``AsyncClient`` (a psycopg ``AsyncConnectionPool`` and a
+``redis.asyncio`` client), one long-poll hub and, for ``GET /metrics``, a small synchronous
+pool the SQL collector scrapes through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from .. import __version__
+from ..aio import AsyncClient
+from . import problems, routes
+from .auth import Authenticator, Token
+from .metrics import ApiMetrics
+from .middleware import BodyLimit, Observe
+from .waiters import Waiters
+
+# Bodies over this are refused unread: 1000 specs of identifiers fit many times over; data
+# belongs in storage, referenced from the payload.
+DEFAULT_MAX_BODY_BYTES = 1536 * 1024
+
+DESCRIPTION = """Submit jobs and follow them over HTTP. PostgreSQL is the system of record:
+a submit answers **202 Accepted** once the job is committed, then its id is pushed to Redis
+(`enqueued: false` when that push failed: the job is `enqueue_failed` and the reaper signals
+it). Errors are `application/problem+json` (RFC 9457) with the SQLSTATE of docs/errors.md.
+Every route but `/healthz` needs `Authorization: Bearer TOKEN` (see docs/http.md)."""
+
+
+@dataclass
+class Settings:
+    database_url: str = "postgresql://127.0.0.1:5432/jobfence"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # None: --no-auth (every request holds the admin scope).
+    tokens: list[Token] | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    pool_size: int = 10
+    wait_interval: float = 0.075
+    # Called once the pools are open and the long-poll hub runs (the CLI logs api_listening).
+    on_ready: Callable[[], None] | None = None
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    api_metrics = ApiMetrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        from ..db import Database
+        from ..observe.exporter import registry_for
+
+        client = AsyncClient(settings.database_url, settings.redis_url,
+                             pool_size=settings.pool_size, timeout=5.0, name="jobfence-api")
+        await client.pool.open()
+        waiters = Waiters(client, settings.wait_interval)
+        waiters.start()
+        api_metrics.waiting.set_function(waiters.count)
+        # As `jobfence metrics`: a scrape waits briefly for a connection and bounds each
+        # statement, so Prometheus gets an answer (jobfence_up 0) within its timeout.
+        scrape_db = Database(settings.database_url, max_size=1, name="jobfence-api-metrics",
+                             timeout=3.0, statement_timeout=5.0)
+        app.state.client, app.state.waiters = client, waiters
+        app.state.sql_registry, _collector = registry_for(scrape_db)
+        if settings.on_ready is not None:
+            settings.on_ready()
+        try:
+            yield
+        finally:
+            await waiters.stop()
+            await client.close()
+            scrape_db.close()
+
+    app = FastAPI(title="jobfence", version=__version__, description=DESCRIPTION,
+                  lifespan=lifespan, docs_url=None, redoc_url=None,
+                  # A body without any Content-Type is read as JSON; a wrong one is a 400.
+                  strict_content_type=False)
+    app.state.auth = Authenticator(settings.tokens)
+    app.state.metrics = api_metrics
+    problems.install(app)
+    app.include_router(routes.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Added last, so outermost: it also counts what the body cap refused.
+    app.add_middleware(Observe, metrics=api_metrics)
+    app.openapi = lambda: openapi_document(app)
+    return app
+
+
+def openapi_document(app: FastAPI) -> dict:
+    """FastAPI's document, with its default 422 "validation error" answers removed (this
+    API answers 400 for those, and 422 only for an unknown kind) and every error answer
+    declared as application/problem+json."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                      routes=app.routes, tags=[
+                          {"name": "jobs", "description": "Submit and follow jobs."},
+                          {"name": "operations", "description": "Queues, health, metrics."}])
+    for path in doc.get("paths", {}).values():
+        for operation in path.values():
+            answers = operation.get("responses", {})
+            default = answers.get("422", {})
+            if "HTTPValidationError" in json.dumps(default):
+                del answers["422"]
+            for code, answer in answers.items():
+                # Errors are problem documents: one media type, with the Problem schema.
+                if int(code) >= 400 and "content" in answer:
+                    answer["content"] = {problems.MEDIA_TYPE: {
+                        "schema": {"$ref": "#/components/schemas/Problem"}}}
+    schemas = doc.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    app.openapi_schema = doc
+    return doc
+
+
+def openapi_text() -> str:
+    """The committed docs/openapi.json: ``jobfence api --print-openapi > docs/openapi.json``."""
+    return json.dumps(openapi_document(create_app()), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,104 @@
+"""ASGI middleware: the request body cap, and per-request metrics and log lines."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .. import log as jlog
+from .metrics import ApiMetrics
+from .problems import problem
+
+logger = logging.getLogger("jobfence.api")
+
+
+async def _send_problem(scope, receive, send, status: int, name: str, detail: str) -> None:
+    response = problem(status, name, detail, headers={"Connection": "close"})
+    await response(scope, receive, send)
+
+
+class BodyLimit:
+    """Refuse a body over ``max_bytes`` before the application sees it: at once from its
+    Content-Length (nothing is read), or as soon as a streamed (chunked) body passes the
+    limit. A body under the limit is read whole here and handed on, so a route never parses
+    a truncated document."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_large = (f"the request body exceeds {self.max_bytes} bytes; submit large data by "
+                     "reference (an id, an object-storage key), and big batches in parts")
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    return await _send_problem(scope, receive, send, 400, "bad_request",
+                                               "Content-Length is not a number")
+                if length > self.max_bytes:
+                    return await _send_problem(scope, receive, send, 413, "body_too_large",
+                                               too_large)
+        chunks, total = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                # The client went away before the body was complete: nobody to answer.
+                return
+            body = message.get("body", b"")
+            total += len(body)
+            if total > self.max_bytes:
+                return await _send_problem(scope, receive, send, 413, "body_too_large", too_large)
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        handed = False
+
+        async def replay():
+            nonlocal handed
+            if not handed:
+                handed = True
+                return whole
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class Observe:
+    """Counts and times every request by route template (never by raw path: ids would make
+    one time series per job), and logs it: failures at INFO and above, the rest at DEBUG."""
+
+    def __init__(self, app, metrics: ApiMetrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = 500
+
+        async def observed_send(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe(scope["method"], template, status, elapsed)
+            level = (logging.ERROR if status >= 500 else logging.INFO if status >= 400
+                     else logging.DEBUG)
+            if logger.isEnabledFor(level):
+                # The path only: headers (the token) and bodies are never logged.
+                jlog.event(logger, level, "request", f"{scope['method']} {template} {status}",
+                           method=scope["method"], path=scope.get("path"), status=status,
+                           duration_ms=round(elapsed * 1000, 2))

@@ -1,0 +1,136 @@
+"""Errors as ``application/problem+json`` (RFC 9457).
+
+Every error answer has ``type``, ``title``, ``status``, ``detail``, ``name`` and ``sqlstate``
+(null when PostgreSQL did not raise it). The SQLSTATE registry of docs/errors.md decides the
+status of everything the SQL refuses, so the API never second-guesses the state machine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import psycopg
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from .. import log as jlog
+from ..errors import (IllegalTransition, InvalidParameter, JobfenceError, JobNotFound, LeaseLost,
+                      PayloadTooLarge, UnknownKind)
+
+logger = logging.getLogger("jobfence.api")
+
+MEDIA_TYPE = "application/problem+json"
+TYPE_PREFIX = "urn:jobfence:problem:"
+
+# SQLSTATE registry class -> HTTP status (docs/http.md, "Errors").
+STATUS_OF = {
+    UnknownKind: 422,
+    PayloadTooLarge: 413,
+    JobNotFound: 404,
+    IllegalTransition: 409,
+    LeaseLost: 409,
+    InvalidParameter: 400,
+}
+PAYLOAD_ADVICE = ("Pass a reference to the data instead (an id, an object-storage key) and "
+                  "load it when the job runs.")
+
+
+class ApiProblem(Exception):
+    """Raised by routes and dependencies for an answer that is not the SQL's to give."""
+
+    def __init__(self, status: int, name: str, detail: str, *, headers: dict | None = None,
+                 **extra: Any):
+        super().__init__(detail)
+        self.status, self.name, self.detail = status, name, detail
+        self.headers, self.extra = headers, extra
+
+
+def problem(status: int, name: str, detail: str, *, sqlstate: str | None = None,
+            headers: dict | None = None, **extra: Any) -> Response:
+    body = {"type": TYPE_PREFIX + name, "title": HTTPStatus(status).phrase, "status": status,
+            "detail": detail, "name": name, "sqlstate": sqlstate}
+    body.update(extra)
+    return Response(json.dumps(body, default=str), status_code=status, media_type=MEDIA_TYPE,
+                    headers=headers)
+
+
+def from_jobfence(exc: JobfenceError) -> Response:
+    status = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)
+    detail = exc.message
+    if isinstance(exc, PayloadTooLarge):
+        detail = f"{detail}. {PAYLOAD_ADVICE}"
+    return problem(status, exc.name, detail, sqlstate=exc.sqlstate, hint=exc.hint)
+
+
+def _validation_detail(errors: list[dict]) -> tuple[str, list[dict]]:
+    listed = []
+    for err in errors[:20]:
+        where = ".".join(str(part) for part in err.get("loc", ()))
+        listed.append({"location": where, "message": str(err.get("msg", ""))[:300]})
+    first = listed[0] if listed else {"location": "", "message": "invalid request"}
+    return f"{first['location']}: {first['message']}".strip(": "), listed
+
+
+def install(app) -> None:
+    """Register the handlers that turn every failure into a problem document."""
+
+    @app.exception_handler(ApiProblem)
+    async def _api_problem(_request: Request, exc: ApiProblem):
+        return problem(exc.status, exc.name, exc.detail, headers=exc.headers, **exc.extra)
+
+    @app.exception_handler(JobfenceError)
+    async def _jobfence(_request: Request, exc: JobfenceError):
+        return from_jobfence(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        # 400, not FastAPI's 422: 422 is kept for what PostgreSQL refuses (an unknown kind).
+        detail, errors = _validation_detail(list(exc.errors()))
+        content_type = request.headers.get("content-type", "")
+        if content_type and "json" not in content_type.lower() and any(
+                isinstance(e.get("input"), (bytes, bytearray)) for e in exc.errors()):
+            detail = (f"the body must be JSON, sent with Content-Type: application/json "
+                      f"(not {content_type[:100]})")
+        return problem(400, "bad_request", detail, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException):
+        names = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+        return problem(exc.status_code, names.get(exc.status_code, "http_error"),
+                       str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(psycopg.OperationalError)
+    async def _db_down(request: Request, exc: psycopg.OperationalError):
+        jlog.event(logger, logging.WARNING, "db_unavailable", "PostgreSQL unavailable",
+                   path=request.url.path, error=_first_line(exc))
+        return problem(503, "postgresql_unavailable", "PostgreSQL does not answer; retry later",
+                       headers={"Retry-After": "1"})
+
+    @app.exception_handler(psycopg.DataError)
+    async def _data(_request: Request, exc: psycopg.DataError):
+        # SQLSTATE class 22 (and psycopg's own refusal of a NUL in text): the input cannot be
+        # stored, e.g. a \u0000 in a payload string, a date out of range.
+        return problem(400, "invalid_input", _first_line(exc), sqlstate=exc.sqlstate)
+
+    @app.exception_handler(psycopg.errors.ProgramLimitExceeded)
+    async def _limit(_request: Request, exc: psycopg.Error):
+        return problem(400, "invalid_input", _first_line(exc), sqlstate=exc.sqlstate)
+
+    @app.exception_handler(psycopg.Error)
+    async def _db_error(request: Request, exc: psycopg.Error):
+        jlog.event(logger, logging.ERROR, "database_error", _first_line(exc),
+                   path=request.url.path, sqlstate=exc.sqlstate)
+        return problem(500, "database_error", _first_line(exc), sqlstate=exc.sqlstate)
+
+
+def _first_line(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    if diag is not None and diag.message_primary:
+        return diag.message_primary
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,228 @@
+"""Request bodies (validated: anything else is a 400) and the shapes of answers (documented
+in the OpenAPI document; answers are built directly, not validated again)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+MAX_SPECS = 1000
+# Seconds from now beyond this are a typo, not a schedule (and would overflow a datetime).
+MAX_OFFSET_SECONDS = 100 * 365 * 86400
+
+Status = Literal["queued", "processing", "done", "failed", "enqueue_failed"]
+
+
+def _when(value: Union[int, float, str]) -> datetime:
+    if isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("run_after must be an ISO 8601 timestamp or a number of seconds "
+                             "from now") from None
+        return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    seconds = float(value)
+    if not math.isfinite(seconds) or abs(seconds) > MAX_OFFSET_SECONDS:
+        raise ValueError("run_after seconds must be finite and within 100 years")
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+RunAfter = Annotated[
+    Union[StrictInt, StrictFloat, Annotated[StrictStr, Field(json_schema_extra={"format": "date-time"})]],
+    AfterValidator(_when),
+    Field(description="When the job becomes claimable: an ISO 8601 timestamp (UTC when it "
+                      "has no offset) or a number of seconds from now. Default: now."),
+]
+
+
+class JobSpec(BaseModel):
+    """What ``POST /jobs`` takes; the idempotency key travels in the Idempotency-Key header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: StrictStr = Field(description="A kind declared with jobs.define_type.")
+    payload: dict[str, Any] = Field(default_factory=dict, description="A JSON object of "
+                                    "identifiers, at most the kind's max_payload_bytes.")
+    run_after: Optional[RunAfter] = None
+    ordering_key: Optional[StrictStr] = Field(None, description="Jobs with the same key run "
+                                              "one at a time, in id order.")
+
+    def spec(self, idempotency_key: str | None = None) -> dict:
+        out: dict[str, Any] = {"kind": self.kind, "payload": self.payload}
+        if self.run_after is not None:
+            out["run_after"] = self.run_after
+        if self.ordering_key is not None:
+            out["ordering_key"] = self.ordering_key
+        if idempotency_key is not None:
+            out["idempotency_key"] = idempotency_key
+        return out
+
+
+class BatchSpec(JobSpec):
+    """A job of a batch or a fan-out: its idempotency key is part of the spec."""
+
+    idempotency_key: Optional[StrictStr] = Field(None, description="Unique per kind: a "
+                                                 "repeat returns the existing job.")
+
+    def spec(self, idempotency_key: str | None = None) -> dict:
+        return super().spec(self.idempotency_key)
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    jobs: list[BatchSpec] = Field(min_length=1, max_length=MAX_SPECS)
+
+
+class FanOutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    children: list[BatchSpec] = Field(max_length=MAX_SPECS)
+    then: BatchSpec = Field(description="The coordinator: claimable once every child ended. "
+                            "An idempotency_key here makes the whole fan-out replay-safe.")
+
+
+class CancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: Optional[StrictStr] = Field(None, description="Stored as the job's error "
+                                        "(default: cancelled).")
+
+
+# -- answers (documentation only) ------------------------------------------------------------
+class Links(BaseModel):
+    self: str
+    events: str
+
+
+class Accepted(BaseModel):
+    id: int
+    kind: str
+    queue: str
+    status: Status
+    created: bool = Field(description="false: an idempotent repeat returned an existing job.")
+    enqueued: bool = Field(description="false: the push to Redis failed after commit; the "
+                           "job is enqueue_failed and the reaper will signal it.")
+    run_after: Optional[datetime] = None
+    detail: Optional[str] = None
+    links: Links
+
+
+class JobView(BaseModel):
+    id: int
+    kind: str
+    queue: str
+    status: Status
+    payload: Optional[dict[str, Any]] = None
+    result: Any = None
+    error: Optional[str] = None
+    attempt: int = Field(description="retry_count + 1: the attempt running, or the last one.")
+    retry_count: int
+    max_retries: Optional[int] = None
+    lease_version: int
+    owned_by: Optional[str] = None
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+    claimed_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+    run_after: Optional[datetime] = None
+    lease_expires_at: Optional[datetime] = None
+    idempotency_key: Optional[str] = None
+    ordering_key: Optional[str] = None
+    parent_id: Optional[int] = None
+    pending_children: Optional[int] = None
+    cancel_requested_at: Optional[datetime] = None
+    links: Links
+
+
+class BatchItem(BaseModel):
+    id: int
+    kind: str
+    queue: str
+    status: Status
+    created: bool
+    links: Links
+
+
+class BatchAccepted(BaseModel):
+    jobs: list[BatchItem]
+    enqueued: bool
+    detail: Optional[str] = None
+
+
+class FanOutAccepted(Accepted):
+    children: list[BatchItem]
+
+
+class EventView(BaseModel):
+    id: int
+    job_id: int
+    at: datetime
+    from_status: Optional[Status] = None
+    to_status: Optional[Status] = None
+    lease_version: Optional[int] = None
+    worker: Optional[str] = None
+    reason: Optional[str] = None
+    error: Optional[str] = None
+
+
+class Events(BaseModel):
+    events: list[EventView]
+
+
+class Children(BaseModel):
+    children: list[JobView]
+
+
+class JobPage(BaseModel):
+    jobs: list[JobView]
+    next: Optional[str] = Field(description="The next page, or null after the last.")
+
+
+class CancelAnswer(BaseModel):
+    id: int
+    accepted: bool
+    status: Status
+    enqueued: bool
+    links: Links
+
+
+class ReplayAnswer(BaseModel):
+    id: int
+    replayed: bool
+    status: Status
+    enqueued: bool
+    links: Links
+
+
+class QueueRow(BaseModel):
+    queue: str
+    kind: str
+    queued_ready: int
+    queued_delayed: int
+    queued_blocked: int
+    processing: int
+    processing_expired: int
+    enqueue_failed: int
+    oldest_ready_age: Optional[float] = Field(None, description="seconds")
+
+
+class Queues(BaseModel):
+    queues: list[QueueRow]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    postgresql: Literal["ok"]
+    redis: Literal["ok"]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, with the SQLSTATE when PostgreSQL refused the request."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    name: str
+    sqlstate: Optional[str] = None

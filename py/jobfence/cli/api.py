@@ -1,0 +1,114 @@
+"""``jobfence api``: the HTTP API (docs/http.md) on uvicorn."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import os
+import socket
+
+import click
+
+from .common import EXIT_USAGE, Fail, cfg, exit_process, setup_logging
+
+TOKENS_ENV = "JOBFENCE_API_TOKENS"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind before anything else, so a port in use ends the command with one line (exit 2)
+    and --port 0 can log the port it got."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = {errno.EADDRINUSE: "address already in use (another process listens there)",
+                  errno.EACCES: "permission denied (ports below 1024 need privileges)"}.get(
+            exc.errno, exc.strerror or str(exc))
+        raise Fail(f"cannot listen for HTTP on {host}:{port}: {reason}", EXIT_USAGE) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 for every interface).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free port, logged in api_listening).")
+@click.option("--no-auth", is_flag=True,
+              help=f"Serve without tokens (every request is admin) when {TOKENS_ENV} is "
+                   "unset; for 127.0.0.1 only.")
+@click.option("--max-body-bytes", default=None, type=click.IntRange(1024, 64 * 1024 * 1024),
+              help="Refuse request bodies over this size with 413 [default: 1.5 MiB].")
+@click.option("--pool-size", default=10, show_default=True, type=click.IntRange(1, 200),
+              help="PostgreSQL connections of the API (long polls hold none).")
+@click.option("--print-openapi", is_flag=True,
+              help="Print the OpenAPI document on stdout and exit (docs/openapi.json).")
+@click.pass_context
+def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
+    """The HTTP API: submit (202 Accepted), follow, cancel and replay jobs.
+
+    Tokens come from JOBFENCE_API_TOKENS: comma-separated TOKEN[:SCOPE], SCOPE being
+    producer (the default: submit, read, cancel) or admin (also replay and /metrics).
+    """
+    from ..api import Settings, create_app, openapi_text
+    from ..api.app import DEFAULT_MAX_BODY_BYTES
+    from ..api.auth import TokenError, parse_tokens
+
+    if print_openapi:
+        click.echo(openapi_text(), nl=False)
+        return
+    try:
+        tokens = parse_tokens(os.environ.get(TOKENS_ENV))
+    except TokenError as exc:
+        raise Fail(str(exc), EXIT_USAGE) from None
+    if tokens and no_auth:
+        raise Fail(f"--no-auth and {TOKENS_ENV} both given: unset one", EXIT_USAGE)
+    if not tokens and not no_auth:
+        raise Fail(f"no API tokens: set {TOKENS_ENV}=TOKEN[:producer|admin],... or pass "
+                   "--no-auth (meant for 127.0.0.1 only)", EXIT_USAGE)
+    setup_logging(ctx, "api")
+    from .. import log as jlog
+    from ..api.problems import logger
+
+    if no_auth:
+        jlog.event(logger, logging.WARNING, "auth_disabled",
+                   "serving without authentication (--no-auth): every request holds the "
+                   "admin scope; listen on 127.0.0.1 only", host=host,
+                   loopback=is_loopback(host))
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
+    conf = cfg(ctx)
+
+    def ready():
+        jlog.event(logger, logging.INFO, "api_listening", "HTTP API ready", host=host,
+                   port=bound, auth="off" if no_auth else "tokens",
+                   tokens=len(tokens) if tokens else 0)
+
+    import uvicorn
+
+    app = create_app(Settings(database_url=conf["database_url"], redis_url=conf["redis_url"],
+                              tokens=None if no_auth else tokens, pool_size=pool_size,
+                              max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                              on_ready=ready))
+    # log_config=None: uvicorn's own lines go through jobfence's formatter; no access log
+    # (the Observe middleware logs requests without headers, so no token reaches a log).
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
+                                           lifespan="on", timeout_graceful_shutdown=5,
+                                           server_header=False))
+    server.run(sockets=[sock])
+    jlog.event(logger, logging.INFO, "api_stopped", "HTTP API stopped")
+    exit_process(0)

@@ -1,0 +1,542 @@
+"""The HTTP API (`jobfence api`, docs/http.md) as a real subprocess on real PostgreSQL and
+Redis: every route, every error, 202 semantics with Redis down, long polls, auth, the body
+cap, and the committed OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from api_helpers import (ADMIN_TOKEN, PRODUCER_TOKEN, TOKENS, closed_port, job_rows, start_api,
+                         status_of)
+from conftest import REPO, _free_port, wait_until
+
+OPENAPI = REPO / "docs" / "openapi.json"
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def api(procs, declared):
+    return start_api(procs)
+
+
+def admin(api):
+    api.token = ADMIN_TOKEN
+    return api
+
+
+def assert_problem(answer, status, name, sqlstate=None):
+    assert answer.status == status, (answer.status, answer.raw[:500])
+    assert answer.media_type == PROBLEM, answer.headers
+    body = answer.data
+    for key in ("type", "title", "status", "detail", "name", "sqlstate"):
+        assert key in body, (key, body)
+    assert body["status"] == status and body["name"] == name, body
+    assert body["sqlstate"] == sqlstate, body
+    return body
+
+
+def pushed_ids(redis_url, queue="default"):
+    import redis as redis_lib
+
+    from jobfence.transport import ready_key
+
+    r = redis_lib.Redis.from_url(redis_url)
+    try:
+        return [int(x) for x in r.lrange(ready_key(queue), 0, -1)]
+    finally:
+        r.close()
+
+
+# -- submitting -------------------------------------------------------------------------------
+def test_submit_answers_202_with_location_links_and_pushes_after_commit(api, declared, redis_url):
+    answer = api.post("/jobs", {"kind": "noop", "payload": {"n": 1}})
+    assert answer.status == 202, answer.raw
+    body = answer.data
+    job_id = body["id"]
+    assert answer.headers["location"] == f"/jobs/{job_id}"
+    assert body["kind"] == "noop" and body["status"] == "queued"
+    assert body["enqueued"] is True and body["created"] is True and "detail" not in body
+    assert body["links"] == {"self": f"/jobs/{job_id}", "events": f"/jobs/{job_id}/events"}
+    assert status_of(declared, job_id) == "queued"
+    assert pushed_ids(redis_url) == [job_id]
+
+    later = api.post("/jobs", {"kind": "noop", "run_after": 3600, "ordering_key": "acct:1"})
+    assert later.status == 202
+    job = api.get(f"/jobs/{later.data['id']}").data
+    assert job["ordering_key"] == "acct:1"
+    assert 3500 < _epoch(job["run_after"]) - time.time() < 3700
+    at = api.post("/jobs", {"kind": "noop", "run_after": "2031-01-02T03:04:05Z"}).data
+    assert api.get(f"/jobs/{at['id']}").data["run_after"].startswith("2031-01-02T03:04:05")
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def test_a_repeated_idempotency_key_returns_the_existing_job_with_200(api, declared):
+    first = api.post("/jobs", {"kind": "noop", "payload": {"invoice": 42}},
+                     headers={"Idempotency-Key": "invoice:42"})
+    again = api.post("/jobs", {"kind": "noop", "payload": {"other": True}},
+                     headers={"Idempotency-Key": "invoice:42"})
+    assert first.status == 202 and again.status == 200, (first.raw, again.raw)
+    assert first.data["created"] is True and again.data["created"] is False
+    assert again.headers["location"] == first.headers["location"]
+    same = {k: v for k, v in first.data.items() if k != "created"}
+    assert {k: v for k, v in again.data.items() if k != "created"} == same
+    assert job_rows(declared) == 1
+    assert api.get(f"/jobs/{first.data['id']}").data["idempotency_key"] == "invoice:42"
+
+
+def test_redis_down_still_answers_202_then_the_reaper_signals_and_a_worker_finishes(procs, declared):
+    offline = start_api(procs, name="api-offline", redis_url=f"redis://127.0.0.1:{closed_port()}/0")
+    answer = offline.post("/jobs", {"kind": "noop", "payload": {"n": 7}})
+    assert answer.status == 202, answer.raw
+    body = answer.data
+    assert body["enqueued"] is False and body["status"] == "enqueue_failed"
+    assert "reaper" in body["detail"]
+    assert answer.headers["location"] == f"/jobs/{body['id']}"
+    assert status_of(declared, body["id"]) == "enqueue_failed"
+    batch = offline.post("/jobs/batch", {"jobs": [{"kind": "noop"}, {"kind": "noop"}]})
+    assert batch.status == 202 and batch.data["enqueued"] is False
+    assert {j["status"] for j in batch.data["jobs"]} == {"enqueue_failed"}
+    assert offline.proc.find("enqueue_failed")
+
+    health = offline.get("/healthz", token=None)
+    problem = assert_problem(health, 503, "unavailable")
+    assert "Redis" in problem["detail"] and problem["checks"]["postgresql"] == "ok"
+    assert problem["checks"]["redis"] != "ok"
+
+    # The API itself reads PostgreSQL only, so it can follow the job the others repair.
+    procs.reaper()
+    procs.worker("w1")
+    done = offline.get(f"/jobs/{body['id']}?wait=30").data
+    assert done["status"] == "done" and done["result"] == {"ok": True}
+    for item in batch.data["jobs"]:
+        assert offline.get(f"/jobs/{item['id']}?wait=30").data["status"] == "done"
+    reasons = [e["reason"] for e in offline.get(f"/jobs/{body['id']}/events").data["events"]]
+    assert reasons[:3] == ["submitted", "enqueue_failed", "recovered"], reasons
+
+
+def test_batch_is_all_or_nothing_and_bounded(api, declared):
+    answer = api.post("/jobs/batch", {"jobs": [
+        {"kind": "noop", "payload": {"n": 1}},
+        {"kind": "noop", "idempotency_key": "b-1"},
+        {"kind": "noop", "run_after": 60}]})
+    assert answer.status == 202, answer.raw
+    jobs = answer.data["jobs"]
+    assert answer.data["enqueued"] is True and len(jobs) == 3
+    assert [j["created"] for j in jobs] == [True, True, True]
+    assert all(j["links"]["self"] == f"/jobs/{j['id']}" for j in jobs)
+    repeat = api.post("/jobs/batch", {"jobs": [{"kind": "noop", "idempotency_key": "b-1"}]})
+    assert repeat.data["jobs"][0]["id"] == jobs[1]["id"]
+    assert repeat.data["jobs"][0]["created"] is False
+    before = job_rows(declared)
+    bad = api.post("/jobs/batch", {"jobs": [{"kind": "noop"}, {"kind": "nosuchkind"}]})
+    assert "specs[1]" in assert_problem(bad, 422, "unknown_kind", "JB005")["detail"]
+    too_many = api.post("/jobs/batch", {"jobs": [{"kind": "noop"}] * 1001})
+    assert_problem(too_many, 400, "bad_request")
+    assert_problem(api.post("/jobs/batch", {"jobs": []}), 400, "bad_request")
+    assert job_rows(declared) == before
+
+
+def test_fan_out_answers_the_coordinator_and_its_children(api, procs, declared):
+    answer = api.post("/jobs/fan-out", {
+        "children": [{"kind": "noop", "payload": {"i": i}} for i in range(3)],
+        "then": {"kind": "noop", "payload": {"album": 7}, "idempotency_key": "album:7"}})
+    assert answer.status == 202, answer.raw
+    body = answer.data
+    coordinator = body["id"]
+    assert answer.headers["location"] == f"/jobs/{coordinator}"
+    assert body["created"] is True and body["enqueued"] is True
+    assert len(body["children"]) == 3
+    assert all(c["id"] > coordinator for c in body["children"])
+    again = api.post("/jobs/fan-out", {"children": [{"kind": "noop"}],
+                                       "then": {"kind": "noop", "idempotency_key": "album:7"}})
+    assert again.status == 200 and again.data["id"] == coordinator
+    assert again.data["created"] is False
+    children = api.get(f"/jobs/{coordinator}/children").data["children"]
+    assert [c["id"] for c in children] == [c["id"] for c in body["children"]]
+    assert api.get(f"/jobs/{children[0]['id']}/children").data == {"children": []}
+    procs.worker("w1")
+    done = api.get(f"/jobs/{coordinator}?wait=30").data
+    assert done["status"] == "done"
+    assert {c["status"] for c in api.get(f"/jobs/{coordinator}/children").data["children"]} == {"done"}
+
+
+# -- reading ----------------------------------------------------------------------------------
+def test_get_events_and_list_pages(api, declared):
+    ids = [api.post("/jobs", {"kind": "noop", "payload": {"n": i}}).data["id"] for i in range(5)]
+    other = api.post("/jobs", {"kind": "sleep", "payload": {"seconds": 0}}).data["id"]
+    job = api.get(f"/jobs/{ids[0]}").data
+    for key in ("id", "kind", "queue", "status", "payload", "result", "error", "attempt",
+                "retry_count", "lease_version", "created_at", "updated_at", "claimed_at",
+                "finished_at", "run_after", "links"):
+        assert key in job, key
+    assert job["payload"] == {"n": 0} and job["attempt"] == 1 and job["lease_version"] == 0
+    events = api.get(f"/jobs/{ids[0]}/events").data["events"]
+    assert [(e["to_status"], e["reason"]) for e in events] == [("queued", "submitted")]
+
+    seen, path = [], "/jobs?kind=noop&limit=2"
+    while path:
+        page = api.get(path)
+        assert page.status == 200, page.raw
+        seen += [j["id"] for j in page.data["jobs"]]
+        path = page.data["next"]
+    assert seen == sorted(ids, reverse=True)
+    assert [j["id"] for j in api.get("/jobs").data["jobs"]] == [other] + sorted(ids, reverse=True)
+    assert api.get("/jobs?status=done").data == {"jobs": [], "next": None}
+    assert_problem(api.get("/jobs?limit=0"), 400, "bad_request")
+    assert_problem(api.get("/jobs?limit=1001"), 400, "bad_request")
+    assert_problem(api.get("/jobs?status=lost"), 400, "bad_request")
+
+    queues = api.get("/queues").data["queues"]
+    noop = next(r for r in queues if r["kind"] == "noop")
+    assert noop["queue"] == "default" and noop["queued_ready"] == 5
+    assert api.get("/healthz", token=None).data == {"status": "ok", "postgresql": "ok", "redis": "ok"}
+
+
+def test_long_poll_returns_when_a_worker_completes_the_job(procs, declared):
+    # Two connections for twenty waiters: a waiter holding a connection would starve the
+    # others into 503s; the hub polls for all of them in one statement instead.
+    api = start_api(procs, "--pool-size", "2")
+    ids = [api.post("/jobs", {"kind": "noop", "payload": {"n": i}}).data["id"] for i in range(4)]
+    answers, errors = {}, []
+
+    def wait_for(n, job_id):
+        try:
+            answers[n] = api.get(f"/jobs/{job_id}?wait=45", timeout=60)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wait_for, args=(n, ids[n % 4])) for n in range(20)]
+    for t in threads:
+        t.start()
+    admin(api)
+    wait_until(lambda: _gauge(api, "jobfence_api_long_polls") == 20, 20,
+               what="20 requests waiting")
+    started = time.monotonic()
+    procs.worker("w1")
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(answers) == 20
+    assert all(a.status == 200 and a.data["status"] == "done" for a in answers.values()), \
+        [a.raw[:200] for a in answers.values()]
+    assert time.monotonic() - started < 30
+
+    # A wait that ends first answers 200 with the job as it is.
+    api.token = PRODUCER_TOKEN
+    idle = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+    t0 = time.monotonic()
+    waited = api.get(f"/jobs/{idle}?wait=0.5")
+    assert waited.status == 200 and waited.data["status"] == "queued"
+    assert 0.45 <= time.monotonic() - t0 < 10
+    assert_problem(api.get(f"/jobs/{idle}?wait=61"), 400, "bad_request")
+    assert_problem(api.get(f"/jobs/{idle}?wait=-1"), 400, "bad_request")
+    assert_problem(api.get("/jobs/999999?wait=1"), 404, "job_not_found", "JB002")
+
+
+def _gauge(api, name):
+    answer = api.get("/metrics")
+    assert answer.status == 200, answer.raw
+    for family in text_string_to_metric_families(answer.raw.decode()):
+        for sample in family.samples:
+            if sample.name == name:
+                return sample.value
+    return None
+
+
+# -- cancel and replay ------------------------------------------------------------------------
+def test_cancel_and_replay(api, procs, declared, redis_url):
+    queued = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+    cancelled = api.post(f"/jobs/{queued}/cancel", {"reason": "customer withdrew"})
+    assert cancelled.status == 200, cancelled.raw
+    assert cancelled.data["accepted"] is True and cancelled.data["status"] == "failed"
+    assert api.get(f"/jobs/{queued}").data["error"] == "customer withdrew"
+    again = api.post(f"/jobs/{queued}/cancel")
+    assert assert_problem(again, 409, "already_finished")["job_status"] == "failed"
+
+    assert_problem(api.post(f"/jobs/{queued}/replay"), 403, "forbidden")
+    replayed = admin(api).post(f"/jobs/{queued}/replay")
+    assert replayed.status == 202, replayed.raw
+    assert replayed.data["replayed"] is True and replayed.data["status"] == "queued"
+    assert queued in pushed_ids(redis_url)
+    assert_problem(api.post(f"/jobs/{queued}/replay"), 409, "illegal_transition", "JB003")
+
+    procs.worker("w1")
+    running = api.post("/jobs", {"kind": "sleep", "payload": {"seconds": 30}}).data["id"]
+    wait_until(lambda: status_of(declared, running) == "processing", 20, what="sleep claimed")
+    flagged = api.post(f"/jobs/{running}/cancel")
+    assert flagged.status == 202 and flagged.data["status"] == "processing", flagged.raw
+    ended = api.get(f"/jobs/{running}?wait=30").data
+    assert ended["status"] == "failed" and ended["cancel_requested_at"]
+    assert api.get(f"/jobs/{queued}?wait=30").data["status"] == "done"
+    assert_problem(api.post(f"/jobs/{queued}/replay"), 409, "already_done")
+
+
+# -- errors -----------------------------------------------------------------------------------
+def test_every_error_is_a_problem_document_and_changes_nothing(api, declared):
+    from jobfence.db import Database
+
+    db = Database(declared, max_size=1, open_timeout=10)
+    try:
+        db.define_type("tiny", max_payload_bytes=64)
+    finally:
+        db.close()
+    existing = api.post("/jobs", {"kind": "noop"}).data["id"]
+    before = job_rows(declared)
+
+    assert_problem(api.post("/jobs", {"kind": "nosuchkind"}), 422, "unknown_kind", "JB005")
+    large = assert_problem(api.post("/jobs", {"kind": "tiny", "payload": {"blob": "x" * 100}}),
+                           413, "payload_too_large", "JB004")
+    assert "reference" in large["detail"]
+    assert_problem(api.post("/jobs", raw=b'{"kind": "noop",', headers={
+        "Content-Type": "application/json"}), 400, "bad_request")
+    assert_problem(api.post("/jobs", raw=b"kind=noop", headers={
+        "Content-Type": "application/x-www-form-urlencoded"}), 400, "bad_request")
+    for bad in ({"payload": {}}, {"kind": 5}, {"kind": "noop", "payload": [1]},
+                {"kind": "noop", "payload": None}, {"kind": "noop", "extra": 1},
+                {"kind": "noop", "idempotency_key": "in-the-header-please"},
+                {"kind": "noop", "run_after": "tomorrow"}, {"kind": "noop", "run_after": 1e300},
+                {"kind": "noop", "run_after": True}, ["noop"], "noop", None):
+        assert_problem(api.post("/jobs", raw=json.dumps(bad).encode(), headers={
+            "Content-Type": "application/json"}), 400, "bad_request")
+    # Deep nesting: stored when the parsers manage it, a 400 (never a 500) when they do not.
+    for depth, status in ((900, 202), (5000, 400)):
+        nested = b'{"kind": "noop", "payload": {"a": ' + b"[" * depth + b"]" * depth + b"}}"
+        deep = api.post("/jobs", raw=nested, headers={"Content-Type": "application/json"})
+        assert deep.status == status, (depth, deep.status, deep.raw[:300])
+    before += 1
+    assert_problem(api.post("/jobs", {"kind": ""}), 400, "invalid_parameter_value", "22023")
+    assert_problem(api.post("/jobs", {"kind": "noop"}, headers={"Idempotency-Key": ""}),
+                   400, "invalid_parameter_value", "22023")
+    nul = assert_problem(api.post("/jobs", {"kind": "noop", "payload": {"s": "a\u0000b"}}),
+                         400, "invalid_input", "22P05")
+    assert nul["detail"]
+    assert_problem(api.post("/jobs", raw=b'{"kind": "noop", "payload": {"x": NaN}}', headers={
+        "Content-Type": "application/json"}), 400, "invalid_input", "22P02")
+    assert_problem(api.post("/jobs/fan-out", {"children": [{"kind": "noop", "ordering_key": "k"}],
+                                              "then": {"kind": "noop", "ordering_key": "k"}}),
+                   400, "invalid_parameter_value", "22023")
+    assert_problem(api.post("/jobs/fan-out", {"children": [{"kind": "nosuchkind"}],
+                                              "then": {"kind": "noop"}}),
+                   422, "unknown_kind", "JB005")
+
+    for path in ("/jobs/987654", "/jobs/987654/events", "/jobs/987654/children"):
+        assert_problem(api.get(path), 404, "job_not_found", "JB002")
+    assert_problem(api.post("/jobs/987654/cancel"), 404, "job_not_found", "JB002")
+    assert_problem(admin(api).post("/jobs/987654/replay"), 404, "job_not_found", "JB002")
+    assert_problem(api.post(f"/jobs/{existing}/replay"), 409, "illegal_transition", "JB003")
+    for bad_id in ("0", "-1", "abc", "9223372036854775808"):
+        assert_problem(api.get(f"/jobs/{bad_id}"), 400, "bad_request")
+    assert_problem(api.get("/nowhere"), 404, "not_found")
+    assert_problem(api.call("DELETE", f"/jobs/{existing}"), 405, "method_not_allowed")
+    assert_problem(api.post(f"/jobs/{existing}/cancel", {"reason": 7}), 400, "bad_request")
+    assert job_rows(declared) == before
+    assert status_of(declared, existing) == "queued"
+
+
+def test_bodies_are_capped_before_they_are_read(procs, declared):
+    api = start_api(procs, "--max-body-bytes", "65536")
+    before = job_rows(declared)
+    # Content-Length over the cap: answered without a byte of the body being sent.
+    with socket.create_connection(("127.0.0.1", api.port), timeout=10) as s:
+        s.sendall(b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer " + PRODUCER_TOKEN.encode() +
+                  b"\r\nContent-Length: 10000000\r\n\r\n")
+        head = _read_head(s)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert b"body_too_large" in head
+    # A streamed (chunked) body is counted as it arrives.
+    with socket.create_connection(("127.0.0.1", api.port), timeout=10) as s:
+        s.sendall(b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer " + PRODUCER_TOKEN.encode() +
+                  b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b'{"kind": "noop", "payload": {"x": "' + b"x" * 8000
+        try:
+            for _ in range(10):
+                s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                chunk = b"x" * 8000
+        except OSError:
+            pass  # the server may close as soon as it has answered
+        head = _read_head(s)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    # Just under the cap, the body is read and judged by the SQL (the kind's payload limit).
+    under = api.post("/jobs", {"kind": "noop", "payload": {"x": "y" * 60000}})
+    assert under.status == 202, under.raw
+    over = api.post("/jobs", {"kind": "noop", "payload": {"x": "y" * 70000}})
+    assert_problem(over, 413, "body_too_large")
+    assert job_rows(declared) == before + 1
+
+
+def _read_head(sock) -> bytes:
+    data = b""
+    deadline = time.monotonic() + 10
+    while b"\r\n\r\n" not in data or len(data) < data.find(b"\r\n\r\n") + 40:
+        if time.monotonic() > deadline:
+            break
+        try:
+            more = sock.recv(65536)
+        except OSError:
+            break
+        if not more:
+            break
+        data += more
+    return data
+
+
+# -- auth -------------------------------------------------------------------------------------
+def test_tokens_scopes_and_that_no_token_is_ever_logged(api, declared):
+    missing = api.post("/jobs", {"kind": "noop"}, token=None)
+    assert_problem(missing, 401, "unauthorized")
+    assert missing.headers["www-authenticate"].startswith("Bearer")
+    wrong = "wrong-" + PRODUCER_TOKEN
+    assert_problem(api.post("/jobs", {"kind": "noop"}, token=wrong), 401, "unauthorized")
+    assert_problem(api.get("/jobs", token=PRODUCER_TOKEN[:-1]), 401, "unauthorized")
+    assert_problem(api.get("/jobs", headers={"Authorization": f"Basic {PRODUCER_TOKEN}"},
+                           token=None), 401, "unauthorized")
+    assert job_rows(declared) == 0
+    ok = api.post("/jobs", {"kind": "noop"})
+    assert ok.status == 202
+    job_id = ok.data["id"]
+    for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/events", "/jobs", "/queues"):
+        assert api.get(path).status == 200, path
+        assert_problem(api.get(path, token=None), 401, "unauthorized")
+    assert_problem(api.get("/metrics"), 403, "forbidden")
+    assert_problem(api.post(f"/jobs/{job_id}/replay"), 403, "forbidden")
+    assert api.get("/metrics", token=ADMIN_TOKEN).status == 200
+    assert api.post("/jobs", {"kind": "noop"}, token=ADMIN_TOKEN).status == 202
+    assert api.get("/healthz", token=None).status == 200
+    assert api.get("/openapi.json", token=None).status == 200
+
+    log = api.proc.log_path.read_text()
+    assert "request" in log and "api_listening" in log
+    for secret in (PRODUCER_TOKEN, ADMIN_TOKEN, wrong):
+        assert secret not in log
+    assert ADMIN_TOKEN not in api.get("/metrics", token=ADMIN_TOKEN).raw.decode()
+
+
+def _api_command(env_extra, *args, timeout=30):
+    env = {k: v for k, v in os.environ.items() if k != "JOBFENCE_API_TOKENS"}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-m", "jobfence", "api", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_api_refuses_to_start_without_tokens_unless_told(procs, declared):
+    out = _api_command({"JOBFENCE_DATABASE_URL": declared}, "--port", "0")
+    assert out.returncode == 2 and "JOBFENCE_API_TOKENS" in out.stderr and "--no-auth" in out.stderr
+    secret = "s3cr3t-" + PRODUCER_TOKEN
+    out = _api_command({"JOBFENCE_API_TOKENS": f"{secret}:root"}, "--port", "0")
+    assert out.returncode == 2 and "unknown scope" in out.stderr and secret not in out.stderr
+    out = _api_command({"JOBFENCE_API_TOKENS": TOKENS}, "--no-auth", "--port", "0")
+    assert out.returncode == 2
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        out = _api_command({"JOBFENCE_API_TOKENS": TOKENS}, "--port", str(taken.getsockname()[1]))
+    assert out.returncode == 2 and "address already in use" in out.stderr
+
+    open_api = start_api(procs, "--no-auth", tokens=None, token=None)
+    assert open_api.proc.find("auth_disabled", level="warning")
+    assert open_api.post("/jobs", {"kind": "noop"}).status == 202
+    assert open_api.get("/metrics").status == 200
+
+
+# -- metrics, OpenAPI ---------------------------------------------------------------------------
+def test_metrics_serve_the_sql_collector_and_the_api_counters(api, declared):
+    api.post("/jobs", {"kind": "noop"})
+    api.post("/jobs", {"kind": "nosuchkind"})
+    text = api.get("/metrics", token=ADMIN_TOKEN).raw.decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["jobfence_up"].samples[0].value == 1.0
+    requests = {(s.labels["route"], s.labels["status"]): s.value
+                for s in families["jobfence_api_requests"].samples if s.name.endswith("_total")}
+    assert requests[("/jobs", "202")] == 1 and requests[("/jobs", "422")] == 1
+    assert "jobfence_api_request_duration_seconds" in families
+    assert any(s.labels.get("kind") == "noop" for s in families["jobfence_queue_depth"].samples)
+    from test_exporter import Scrape, documented_names
+
+    exposed = Scrape(text).jobfence_names()
+    assert exposed <= documented_names(), sorted(exposed - documented_names())
+
+
+def test_the_served_openapi_document_is_the_committed_one(api):
+    served = api.get("/openapi.json", token=None)
+    assert served.status == 200
+    committed = json.loads(OPENAPI.read_text())
+    assert served.data == committed, ("docs/openapi.json is stale: regenerate it with "
+                                      "`jobfence api --print-openapi > docs/openapi.json`")
+    printed = subprocess.run([sys.executable, "-m", "jobfence", "api", "--print-openapi"],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0 and printed.stdout == OPENAPI.read_text()
+    paths = committed["paths"]
+    for path, method in (("/jobs", "post"), ("/jobs/batch", "post"), ("/jobs/fan-out", "post"),
+                         ("/jobs/{job_id}", "get"), ("/jobs/{job_id}/events", "get"),
+                         ("/jobs/{job_id}/children", "get"), ("/jobs/{job_id}/cancel", "post"),
+                         ("/jobs/{job_id}/replay", "post"), ("/jobs", "get"),
+                         ("/queues", "get"), ("/healthz", "get"), ("/metrics", "get")):
+        assert method in paths[path], (path, method)
+        assert "422" not in paths[path][method]["responses"] or path in (
+            "/jobs", "/jobs/batch", "/jobs/fan-out")
+
+
+# -- jobfence run -----------------------------------------------------------------------------
+def test_run_starts_the_api_as_a_child_and_refuses_an_open_public_api(declared, redis_url):
+    from jobfence.runner import build_children
+
+    children = build_children(app="jobfence.examples:app", workers=1, concurrency=4, batch=10,
+                              log_format="json", log_level="INFO", reaper_interval=1.0,
+                              stale_after=1.0, grace=5.0, queues=[], api_port=8123,
+                              api_no_auth=True)
+    api_child = next(c for c in children if c.name == "api")
+    assert api_child.argv[-6:] == ["api", "--host", "127.0.0.1", "--port", "8123", "--no-auth"]
+    env = {k: v for k, v in os.environ.items() if k != "JOBFENCE_API_TOKENS"}
+    env.update(JOBFENCE_DATABASE_URL=declared, JOBFENCE_REDIS_URL=redis_url)
+    out = subprocess.run([sys.executable, "-m", "jobfence", "run", "--api-host", "0.0.0.0"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "JOBFENCE_API_TOKENS" in out.stderr, out.stderr
+
+
+def test_run_serves_the_api_next_to_the_workers(declared, redis_url, tmp_path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "JOBFENCE_API_TOKENS"}
+    env.update(JOBFENCE_DATABASE_URL=declared, JOBFENCE_REDIS_URL=redis_url)
+    log = open(tmp_path / "run.log", "w")
+    run = subprocess.Popen([sys.executable, "-m", "jobfence", "--log-format", "json", "run",
+                            "--workers", "1", "--api-port", str(port), "--grace", "2"],
+                           cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        from api_helpers import Api
+
+        api = Api(None, port, token=None)
+
+        def listening():
+            lines = [json.loads(x) for x in open(tmp_path / "run.log") if x.startswith("{")]
+            return any(x.get("event") == "api_listening" for x in lines) and \
+                any(x.get("event") == "worker_ready" for x in lines)
+
+        wait_until(listening, 30, what="api and worker ready")
+        job = api.post("/jobs", {"kind": "noop"})
+        assert job.status == 202, job.raw
+        assert api.get(f"/jobs/{job.data['id']}?wait=30").data["status"] == "done"
+        lines = [json.loads(x) for x in open(tmp_path / "run.log") if x.startswith("{")]
+        assert any(x.get("event") == "auth_disabled" for x in lines)
+    finally:
+        run.terminate()
+        assert run.wait(30) == 0
+        log.close()
+    with psycopg.connect(declared, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM jobs.job WHERE status = 'done'").fetchone()[0] == 1

@@ -1,0 +1,408 @@
+"""docker-compose.yml stays honest: no container engine runs here, so nothing checks the
+compose file by running it. These tests hold every command it runs to what the native suite
+runs: each `jobfence ...` command parses with the CLI's own click definitions, the sqitch
+deploy is the repository's plan against the database the services use, the test profile
+runs scripts/test's pg_prove and pytest commands, and each health check passes against the
+real process started with that service's command (and fails against the wrong one)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+import pytest
+import yaml
+
+from conftest import REPO, _free_port, sqitch_target, wait_until
+
+COMPOSE = REPO / "docker-compose.yml"
+LONG_RUNNING = ("api", "relay", "reaper", "worker")
+
+
+# -- reading the file ---------------------------------------------------------------------------
+def _unescape(node):
+    # Compose writes a literal $ as $$ (in the file and in `config` output alike).
+    if isinstance(node, str):
+        return node.replace("$$", "$")
+    if isinstance(node, list):
+        return [_unescape(n) for n in node]
+    if isinstance(node, dict):
+        return {k: _unescape(v) for k, v in node.items()}
+    return node
+
+
+def _interpolate(text: str) -> str:
+    """The ${NAME:-default} subset of compose interpolation, for when docker-compose is absent."""
+    def sub(m):
+        name, default = m.group(1), m.group(3) or ""
+        return os.environ.get(name) or default
+    return re.sub(r"(?<!\$)\$\{(\w+)(:?-([^}]*))?\}", sub, text)
+
+
+def load_config(path: Path = COMPOSE) -> dict:
+    """`docker-compose config` (what compose itself makes of the file: anchors merged,
+    variables filled in, paths resolved) when it is installed, else the file through PyYAML."""
+    exe = shutil.which("docker-compose")
+    if exe:
+        done = subprocess.run([exe, "-f", str(path), "config"], cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, f"docker-compose config failed:\n{done.stderr}"
+        return _unescape(yaml.safe_load(done.stdout))
+    return _unescape(yaml.safe_load(_interpolate(path.read_text())))
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return load_config()
+
+
+def services(config) -> dict:
+    return config["services"]
+
+
+def argv(svc: dict) -> list[str]:
+    """What the container runs: entrypoint then command, as compose joins them."""
+    def words(v):
+        if v is None:
+            return []
+        return shlex.split(v) if isinstance(v, str) else [str(x) for x in v]
+    return words(svc.get("entrypoint")) + words(svc.get("command"))
+
+
+def env(svc: dict) -> dict:
+    e = svc.get("environment") or {}
+    if isinstance(e, list):
+        e = dict(item.split("=", 1) for item in e)
+    return {k: "" if v is None else str(v) for k, v in e.items()}
+
+
+def volume_sources(svc: dict) -> dict[str, str]:
+    """container path -> host path of the bind mounts."""
+    out = {}
+    for v in svc.get("volumes") or []:
+        if isinstance(v, dict):
+            out[v["target"]] = v["source"]
+        else:
+            host, target = v.split(":")[:2]
+            out[target] = host
+    return out
+
+
+# -- the checks, as functions so that a broken copy can be shown to fail them ----------------
+def cli_problems(args: list[str]) -> list[str]:
+    """Parse `jobfence ARGS` with the CLI's click objects without running anything: an
+    unknown command or option, a missing required one, or a value the option's type refuses
+    is a problem."""
+    from jobfence.cli import main as cli
+
+    assert args and args[0] == "jobfence", args
+    ctx = click.Context(cli, info_name="jobfence")
+    rest = list(args[1:])
+    if not rest or rest[0].startswith("-"):
+        return [f"{shlex.join(args)}: global options belong in the environment "
+                "(JOBFENCE_DATABASE_URL, ...), the command word first"]
+    sub = cli.get_command(ctx, rest[0])
+    if sub is None:
+        return [f"{shlex.join(args)}: `jobfence {rest[0]}` is not a command of the CLI"]
+    try:
+        sub.make_context(rest[0], rest[1:], parent=ctx)
+    except click.ClickException as exc:
+        return [f"{shlex.join(args)}: {exc.format_message()}"]
+    return []
+
+
+def option(args: list[str], name: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def healthcheck_argv(svc: dict) -> list[str]:
+    test = (svc.get("healthcheck") or {}).get("test") or []
+    if isinstance(test, str):
+        return shlex.split(test)
+    if test and test[0] == "CMD":
+        return list(test[1:])
+    if test and test[0] == "CMD-SHELL":
+        return shlex.split(test[1])
+    return list(test)
+
+
+def listening_port(args: list[str]) -> str | None:
+    return option(args, "--metrics-port") or option(args, "--port")
+
+
+def health_problems(name: str, svc: dict) -> list[str]:
+    """The health check probes the port the command listens on, with a program the image
+    has, for metric names the code exports."""
+    check = healthcheck_argv(svc)
+    if not check:
+        return [f"{name}: no healthcheck"]
+    if check[0] != "jobfence-healthcheck":
+        return [f"{name}: healthcheck runs {check[0]!r}, not jobfence-healthcheck"]
+    url = urlsplit(check[1])
+    port = listening_port(argv(svc))
+    problems = []
+    if url.hostname not in ("127.0.0.1", "localhost"):
+        problems.append(f"{name}: healthcheck probes {url.hostname}, not the container itself")
+    if str(url.port) != port:
+        problems.append(f"{name}: healthcheck probes port {url.port}, the command listens on {port}")
+    source = "\n".join(p.read_text() for p in (REPO / "py" / "jobfence").rglob("*.py"))
+    for flag in ("--has", "--equals", "--fresh"):
+        value = option(check, flag)
+        if value is not None:
+            metric = value.split("=", 1)[0]
+            if f'"{metric}"' not in source:
+                problems.append(f"{name}: {metric} is not a metric py/jobfence exports")
+    return problems
+
+
+def normalized(line: str) -> list[str]:
+    """A shell command's words with every word that expands a variable made one placeholder:
+    compose and scripts/test name their databases differently, the commands must not differ."""
+    return ["$ARG" if "$" in w else w for w in shlex.split(line)]
+
+
+def script_lines(text: str) -> list[list[str]]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or re.match(r"^\w+=", line):
+            continue
+        out.append(normalized(line))
+    return out
+
+
+def native_block(title: str) -> list[list[str]]:
+    """The commands of one `echo "== TITLE..."` block of scripts/test."""
+    text = (REPO / "scripts" / "test").read_text()
+    m = re.search(rf'^echo "== {re.escape(title)}.*?\n(.*?)(?=^echo "==|\Z)', text, re.M | re.S)
+    assert m, f"scripts/test has no '== {title}' block"
+    return [w for w in script_lines(m.group(1)) if w[0] != "echo"]
+
+
+def is_subsequence(needles: list, haystack: list) -> bool:
+    it = iter(haystack)
+    return all(any(n == h for h in it) for n in needles)
+
+
+# -- the file as a whole ------------------------------------------------------------------------
+def test_compose_file_has_the_whole_stack(config):
+    names = set(services(config))
+    assert {"postgres", "redis", "sqitch", "api", "relay", "reaper", "worker", "demo",
+            "pgtap", "pytest"} <= names
+    assert "migrate" not in names, "the deploy service is called sqitch"
+    assert services(config)["demo"].get("profiles") == ["demo"]
+    for name in ("pgtap", "pytest"):
+        assert services(config)[name].get("profiles") == ["test"], name
+
+
+def test_every_jobfence_command_parses_with_the_cli(config):
+    problems, seen = [], 0
+    for name, svc in services(config).items():
+        args = argv(svc)
+        if args and args[0] == "jobfence":
+            seen += 1
+            problems += cli_problems(args)
+        # A `jobfence` hidden inside a shell script would escape this check.
+        assert not any("jobfence " in a for a in args[1:] if args[0] in ("bash", "sh")), name
+    assert seen >= 5
+    assert not problems, "\n".join(problems)
+
+
+def test_a_misspelt_option_or_unknown_command_is_caught():
+    good = ["jobfence", "worker", "--app", "jobfence.examples:app", "--concurrency", "8"]
+    assert cli_problems(good) == []
+    assert cli_problems(good[:-2] + ["--concurency", "8"])
+    assert cli_problems(["jobfence", "worker", "--concurrency", "8"]), "--app is required"
+    assert cli_problems(good[:-1] + ["0"]), "--concurrency is at least 1"
+    assert cli_problems(["jobfence", "reapr", "--interval", "5"])
+
+
+def test_long_running_services_are_health_checked_and_restarted(config):
+    svcs = services(config)
+    problems = []
+    for name in LONG_RUNNING:
+        problems += health_problems(name, svcs[name])
+        assert svcs[name].get("restart") == "unless-stopped", name
+    for name in ("postgres", "redis"):
+        assert healthcheck_argv(svcs[name]), name
+        assert svcs[name].get("restart") == "unless-stopped", name
+    assert "pg_isready" in healthcheck_argv(svcs["postgres"])
+    assert healthcheck_argv(svcs["redis"])[:2] == ["redis-cli", "ping"]
+    for name in ("sqitch", "demo", "pgtap", "pytest"):
+        assert svcs[name].get("restart") == "no", f"{name} is a one-shot"
+    assert not problems, "\n".join(problems)
+
+
+def test_a_wrong_healthcheck_port_or_metric_is_caught(config):
+    svc = copy.deepcopy(services(config)["reaper"])
+    i = svc["command"].index("--metrics-port")
+    svc["command"][i + 1] = "9101"
+    assert any("port" in p for p in health_problems("reaper", svc))
+    svc = copy.deepcopy(services(config)["relay"])
+    svc["healthcheck"]["test"] = [w.replace("jobfence_relay_listening", "jobfence_relay_up")
+                                  for w in svc["healthcheck"]["test"]]
+    assert any("jobfence_relay_up" in p for p in health_problems("relay", svc))
+
+
+def test_workers_scale(config):
+    worker = services(config)["worker"]
+    assert "container_name" not in worker, "a fixed name allows one container"
+    assert not worker.get("ports"), "a published port allows one container per host port"
+
+
+def test_services_wait_for_the_deploy(config):
+    svcs = services(config)
+    assert svcs["sqitch"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in (*LONG_RUNNING, "demo", "pgtap", "pytest"):
+        deps = svcs[name].get("depends_on") or {}
+        assert deps.get("sqitch", {}).get("condition") == "service_completed_successfully", name
+    for name in (*LONG_RUNNING, "demo", "pytest"):
+        assert svcs[name]["depends_on"].get("redis", {}).get("condition") == "service_healthy", name
+
+
+def _app_database_url(config) -> str:
+    urls = {env(services(config)[n])["JOBFENCE_DATABASE_URL"] for n in (*LONG_RUNNING, "demo")}
+    assert len(urls) == 1, f"the services disagree on the database: {urls}"
+    return urls.pop()
+
+
+def test_sqitch_deploys_the_repositorys_plan_to_the_services_database(config):
+    svc = services(config)["sqitch"]
+    args = argv(svc)
+    assert args[:3] == ["sqitch", "deploy", "--verify"], args
+    # The target is the services' database, spelt as sqitch spells it (conftest's rule).
+    assert args[3:] == [sqitch_target(_app_database_url(config))]
+    # sqitch reads sqitch.conf and sqitch.plan from its working directory: the repository.
+    mounts = volume_sources(svc)
+    workdir = svc["working_dir"]
+    assert workdir in mounts, "sqitch runs in a directory that is not the mounted repository"
+    assert Path(REPO, mounts[workdir]).resolve() == REPO.resolve()
+    conf = (REPO / "sqitch.conf").read_text()
+    assert re.search(r"plan_file\s*=\s*sqitch.plan", conf) and (REPO / "sqitch.plan").is_file()
+    assert re.search(r"top_dir\s*=\s*db", conf) and (REPO / "db" / "deploy").is_dir()
+    pg = env(services(config)["postgres"])
+    target = urlsplit(_app_database_url(config))
+    assert (target.hostname, target.username, target.password, target.path.lstrip("/")) == (
+        "postgres", pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
+
+
+def test_pgtap_service_runs_scripts_test_commands(config):
+    svc = services(config)["pgtap"]
+    args = argv(svc)
+    assert args[:2] == ["bash", "-euo"] and args[-2] == "-c", args
+    compose_lines = script_lines(args[-1])
+    native = native_block("pgTAP")
+    assert any(w[0] == "pg_prove" for w in native)
+    assert is_subsequence(native, compose_lines), (
+        "the pgtap service does not run scripts/test's pgTAP commands in order:\n"
+        f"scripts/test: {native}\ncompose:      {compose_lines}")
+    assert "postgresql://jobfence:jobfence@postgres:5432" in args[-1]
+    assert Path(REPO, volume_sources(svc)[svc["working_dir"]]).resolve() == REPO.resolve()
+
+
+def test_a_pgtap_service_that_drifts_is_caught():
+    native = native_block("pgTAP")
+    drifted = [w if w[0] != "pg_prove" else [x for x in w if x != "--failures"] for w in native]
+    assert not is_subsequence(native, drifted)
+    assert not is_subsequence(native, native[:-1])
+
+
+def test_pytest_service_runs_scripts_test_pytest_against_compose_servers(config):
+    svc = services(config)["pytest"]
+    native = native_block("pytest")
+    assert len(native) == 1
+    interpreter, *rest = native[0]
+    assert rest[-1] == "$ARG"  # "$@": the extra arguments, which compose passes after the name
+    compose = argv(svc)
+    assert Path(compose[0]).name == Path(interpreter).name == "python"
+    assert compose[1:] == rest[:-1], f"compose runs {compose}, scripts/test {native[0]}"
+    e = env(svc)
+    conftest = (REPO / "py" / "tests" / "conftest.py").read_text()
+    for var in ("JOBFENCE_TEST_ADMIN_URL", "JOBFENCE_TEST_REDIS_URL"):
+        assert f'"{var}"' in conftest, f"conftest.py no longer reads {var}"
+        assert var in e, f"without {var} the tests look for servers on the container's 127.0.0.1"
+    assert urlsplit(e["JOBFENCE_TEST_ADMIN_URL"]).hostname == "postgres"
+    assert urlsplit(e["JOBFENCE_TEST_REDIS_URL"]).hostname == "redis"
+    assert e["JOBFENCE_TEST_REDIS_URL"] != env(services(config)["worker"])["JOBFENCE_REDIS_URL"], (
+        "the tests flush their Redis database: it must not be the service's")
+    # The test image installs the package as scripts/setup does.
+    setup = (REPO / "scripts" / "setup").read_text()
+    spec = re.search(r'pip install -q -e ("\.\[\w+\]")', setup).group(1)
+    assert f"-e {spec}" in (REPO / "docker" / "Dockerfile").read_text()
+    assert svc["build"]["target"] == "test"
+
+
+def test_images_build_from_files_in_the_repository(config):
+    for name, svc in services(config).items():
+        build = svc.get("build")
+        if build:
+            assert (Path(REPO, build["context"]) / build["dockerfile"]).is_file(), name
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    assert "COPY docker/healthcheck.py /usr/local/bin/jobfence-healthcheck" in dockerfile
+
+
+# -- the health checks against the real processes ------------------------------------------------
+def _healthcheck_module():
+    spec = importlib.util.spec_from_file_location("jobfence_healthcheck",
+                                                  REPO / "docker" / "healthcheck.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _local(args: list[str], port: int) -> list[str]:
+    """The service's command on this machine: a free port, the loopback interface."""
+    out = list(args)
+    for flag in ("--metrics-port", "--port"):
+        if flag in out:
+            out[out.index(flag) + 1] = str(port)
+    for flag in ("--metrics-host", "--host"):
+        if flag in out:
+            out[out.index(flag) + 1] = "127.0.0.1"
+    return out
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_healthcheck_passes_against_the_service_command(name, config, procs):
+    from jobfence.cli import main as cli
+
+    svcs = services(config)
+    svc = svcs[name]
+    args = argv(svc)
+    if cli.get_command(click.Context(cli), args[1]) is None:
+        pytest.fail(f"`jobfence {args[1]}` is not a command of the CLI")
+    port = _free_port()
+    extra = {k: v for k, v in env(svc).items() if k == "JOBFENCE_API_TOKENS"}
+    proc = procs.start(name, *_local(args, port)[1:], env=extra)
+    check = healthcheck_argv(svc)
+    url = urlsplit(check[1])._replace(netloc=f"127.0.0.1:{port}").geturl()
+    hc = _healthcheck_module()
+    last = {"problem": "not probed yet"}
+
+    def healthy():
+        assert proc.alive(), f"{name} exited:\n{proc.tail()}"
+        last["problem"] = hc.check([url, *check[2:]])
+        return last["problem"] is None
+
+    try:
+        wait_until(healthy, timeout=30, what=f"{name}'s healthcheck to pass")
+    except pytest.fail.Exception:
+        pytest.fail(f"{name}: {last['problem']}\n{proc.tail()}")
+    # Each role's condition reads what only that role exports: another's page fails it.
+    for other in ("relay", "reaper", "worker"):
+        if other != name:
+            assert hc.check([url, *healthcheck_argv(svcs[other])[2:]]) is not None, (
+                f"{other}'s healthcheck passes against {name}: it checks nothing of {other}'s")
