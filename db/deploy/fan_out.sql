@@ -13,6 +13,7 @@ DECLARE
     child record;
     child_count integer;
     clash bigint;
+    twin bigint;
 BEGIN
     IF children IS NULL OR jsonb_typeof(children) <> 'array' THEN
         RAISE EXCEPTION 'jobs.fan_out: children must be a JSON array of job specs'
@@ -35,6 +36,22 @@ BEGIN
         RAISE EXCEPTION 'jobs.fan_out: children[%] has the coordinator''s ordering_key %', clash, then_spec ->> 'ordering_key'
             USING ERRCODE = '22023',
                   HINT = 'The coordinator runs after its children; give them no ordering_key or another one.';
+    END IF;
+
+    -- Two children with one key would be one job: the second spec would silently name the
+    -- first child (a job this call then rolls back). Refuse it by position, before any insert.
+    SELECT min(c.ordinality) - 1, max(c.ordinality) - 1 INTO clash, twin
+      FROM jsonb_array_elements(children) WITH ORDINALITY AS c
+     WHERE jsonb_typeof(c.value) = 'object' AND jsonb_typeof(c.value -> 'idempotency_key') = 'string'
+     GROUP BY c.value ->> 'kind', c.value ->> 'idempotency_key'
+    HAVING count(*) > 1
+     ORDER BY 1
+     LIMIT 1;
+    IF clash IS NOT NULL THEN
+        RAISE EXCEPTION 'jobs.fan_out: children[%] and children[%] have the same kind and idempotency_key %',
+                        clash, twin, quote_literal(children -> clash::integer ->> 'idempotency_key')
+            USING ERRCODE = '22023',
+                  HINT = 'Each child is its own job: give each a key of its own, or none (the key on then_spec makes the fan-out replay-safe).';
     END IF;
 
     -- The coordinator first: its idempotency key makes the whole fan-out replay-safe, and

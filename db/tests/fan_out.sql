@@ -3,7 +3,7 @@
 -- replay-safe through then_spec's idempotency_key; replaying a child re-blocks a coordinator
 -- that has not run (DESIGN §4, decisions "Ordering keys and fan-in").
 BEGIN;
-SELECT plan(55);
+SELECT plan(58);
 
 SELECT jobs.define_type('fo_child', queue => 'fo_cq', max_retries => 1);
 SELECT jobs.define_type('fo_then', queue => 'fo_q');
@@ -175,6 +175,17 @@ SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'fo_clash'), 0::bigint,
 SELECT lives_ok($$ SELECT jobs.fan_out('[{"kind": "fo_clash", "ordering_key": "other"}]',
                                        '{"kind": "fo_clash", "ordering_key": "same"}') $$,
                 'fan_out: children with another ordering_key than the coordinator are fine');
+
+-- two children sharing a key would be one job: refused by position, nothing created.
+CREATE TEMP TABLE fo_before AS SELECT count(*) AS n FROM jobs.job;
+SELECT throws_ok($$ SELECT jobs.fan_out('[{"kind": "fo_child", "idempotency_key": "k"}, {"kind": "fo_child"},
+                                          {"kind": "fo_child", "idempotency_key": "k"}]', '{"kind": "fo_then"}') $$,
+                 '22023', 'jobs.fan_out: children[0] and children[2] have the same kind and idempotency_key ''k''',
+                 'fan_out: two children with one idempotency_key -> 22023 naming both positions');
+SELECT is((SELECT count(*) FROM jobs.job), (SELECT n FROM fo_before), 'fan_out: the refused fan-out created nothing');
+SELECT isnt_empty($$ SELECT jobs.fan_out('[{"kind": "fo_child", "idempotency_key": "k1"}, {"kind": "fo_child", "idempotency_key": "k2"}]',
+                                         '{"kind": "fo_then"}') $$,
+                  'fan_out: distinct keys on the children are fine');
 
 SELECT * FROM finish();
 ROLLBACK;
