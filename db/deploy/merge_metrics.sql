@@ -30,9 +30,17 @@ BEGIN
            slo_met = m.slo_met + excluded.slo_met,
            ended_after = ARRAY[m.ended_after[1] + excluded.ended_after[1], m.ended_after[2] + excluded.ended_after[2],
                                m.ended_after[3] + excluded.ended_after[3], m.ended_after[4] + excluded.ended_after[4]],
-           wait_hist = jobs.histogram_add(m.wait_hist, excluded.wait_hist),
-           run_hist = jobs.histogram_add(m.run_hist, excluded.run_hist),
-           latency_hist = jobs.histogram_add(m.latency_hist, excluded.latency_hist);
+           -- A call only where both sides hold samples: most batches bring one histogram
+           -- or none (a submit brings none), and every call has a price.
+           wait_hist = CASE WHEN excluded.wait_hist IS NULL THEN m.wait_hist
+                            WHEN m.wait_hist IS NULL THEN excluded.wait_hist
+                            ELSE jobs.histogram_add(m.wait_hist, excluded.wait_hist) END,
+           run_hist = CASE WHEN excluded.run_hist IS NULL THEN m.run_hist
+                           WHEN m.run_hist IS NULL THEN excluded.run_hist
+                           ELSE jobs.histogram_add(m.run_hist, excluded.run_hist) END,
+           latency_hist = CASE WHEN excluded.latency_hist IS NULL THEN m.latency_hist
+                               WHEN m.latency_hist IS NULL THEN excluded.latency_hist
+                               ELSE jobs.histogram_add(m.latency_hist, excluded.latency_hist) END;
     RETURN coalesce(cardinality(additions), 0);
 END $$;
 COMMENT ON FUNCTION jobs.merge_metrics(jobs.metric_minute[]) IS
