@@ -62,6 +62,9 @@ CREATE INDEX job_overspent_idx ON jobs.job (id)
 -- Ordering: is there an older unfinished job with the same key?
 CREATE INDEX job_ordering_idx ON jobs.job (ordering_key, id)
     WHERE ordering_key IS NOT NULL AND status IN ('queued', 'processing', 'enqueue_failed');
+-- ...and is a younger one of the key running (only after a replay)? Few rows: the running ones.
+CREATE INDEX job_ordering_running_idx ON jobs.job (ordering_key)
+    WHERE ordering_key IS NOT NULL AND status = 'processing';
 -- Fan-in: a coordinator's children.
 CREATE INDEX job_parent_idx ON jobs.job (parent_id) WHERE parent_id IS NOT NULL;
 -- prune: terminal jobs by age.

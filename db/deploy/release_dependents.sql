@@ -51,7 +51,12 @@ BEGIN
          ORDER BY n.id
          LIMIT 1;
         -- Only a successor can have been waiting on this job; an older head was never blocked by it.
-        IF next_id > keyed.id AND EXISTS (SELECT 1 FROM jobs.claimable AS c WHERE c.id = next_id) THEN
+        -- Normally the next of the key is younger than the one that ended. An older one is a
+        -- replayed job that waited for this younger one to finish (see jobs.claimable); any
+        -- other older one was claimable, and signalled, already.
+        IF (next_id > keyed.id OR EXISTS (SELECT 1 FROM jobs.event AS e
+                                           WHERE e.job_id = next_id AND e.reason = 'replayed'))
+           AND EXISTS (SELECT 1 FROM jobs.claimable AS c WHERE c.id = next_id) THEN
             source_id := keyed.id;
             woken_id := next_id;
             RETURN NEXT;

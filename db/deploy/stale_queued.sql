@@ -32,11 +32,14 @@ BEGIN
          WHERE c.status = 'queued'
            AND c.queue = stale_queued.queue
            AND c.updated_at <= now() - older_than
+           -- A delayed job's signal is in the delayed set until it is due, then moved to the
+           -- ready list by the next sweep: it is stale only once it has been due that long too.
+           AND c.run_after <= now() - older_than
     )
     SELECT d.id, d.queue, d.run_after FROM due AS d ORDER BY d.id LIMIT max_jobs;
 END $$;
 COMMENT ON FUNCTION jobs.stale_queued(text, interval, integer) IS
-    'Claimable jobs of a queue untouched for older_than, oldest id first: what the reaper re-pushes when the Redis ready list is empty.';
+    'Claimable jobs of a queue untouched and due for at least older_than, oldest id first: what the reaper re-pushes when the Redis ready list is empty.';
 REVOKE ALL ON FUNCTION jobs.stale_queued(text, interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.stale_queued(text, interval, integer) TO jobs_admin;
 COMMIT;

@@ -2,7 +2,7 @@
 -- Contract: DESIGN.md §2 (authority predicate), §4 (heartbeat: never past claimed_at + timeout,
 -- alive = false once reached, expired-but-unreaped lease still succeeds), §5 (JB001, JB002, 22023).
 BEGIN;
-SELECT plan(37);
+SELECT plan(38);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -118,6 +118,17 @@ SELECT is(pg_temp.error_of('SELECT jobs.heartbeat(-42, ''w1'', 1)'), 'JB002 jobs
 SET LOCAL ROLE jobs_producer;
 SELECT throws_ok($$ SELECT jobs.heartbeat(1, 'w1', 1) $$, '42501', NULL, 'heartbeat: jobs_producer may not heartbeat -> 42501');
 RESET ROLE;
+
+-- A heartbeat never moves a lease earlier: one that already runs later than this beat would
+-- give (here set by hand, as a longer lease from an earlier definition would) keeps its end.
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.hb_later', lease_timeout => '10 seconds', timeout => '1 hour');
+    PERFORM pg_temp.running('never_earlier', 'tc.hb_later', 'w1');
+    UPDATE jobs.job SET lease_expires_at = now() + interval '30 minutes' WHERE id = pg_temp.id('never_earlier');
+END $$;
+CREATE TEMP TABLE heartbeat_later AS SELECT jobs.heartbeat(pg_temp.id('never_earlier'), 'w1', 1);
+SELECT is((SELECT lease_expires_at FROM jobs.job WHERE id = pg_temp.id('never_earlier')), now() + interval '30 minutes',
+          'heartbeat: a beat never moves lease_expires_at earlier (10 s from now would be earlier than the 30 min it has)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- Contract: docs/sql-api.md (heartbeat_many): the rule of jobs.heartbeat per item; held true/false/NULL;
 -- never waits on a row lock (the NULL case needs a second session: py/tests/test_sql_batches.py).
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 \ir helpers/lease_helpers.psql
 
 DO $$ BEGIN
@@ -41,6 +41,17 @@ SELECT throws_ok($$ SELECT * FROM jobs.heartbeat_many(ARRAY[1]::bigint[], 'w1', 
 SELECT throws_ok($$ SELECT * FROM jobs.heartbeat_many(NULL, 'w1', NULL) $$, '22023', NULL, 'heartbeat_many: NULL arrays -> 22023');
 SELECT throws_ok($$ SELECT * FROM jobs.heartbeat_many(ARRAY[1]::bigint[], ' ', ARRAY[1]::bigint[]) $$, '22023', NULL,
     'heartbeat_many: an empty worker -> 22023');
+
+-- A heartbeat never moves a lease earlier: one that already runs later than this beat would
+-- give (here set by hand, as a longer lease from an earlier definition would) keeps its end.
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.hb_later', lease_timeout => '10 seconds', timeout => '1 hour');
+    PERFORM pg_temp.running('never_earlier', 'tc.hb_later', 'w1');
+    UPDATE jobs.job SET lease_expires_at = now() + interval '30 minutes' WHERE id = pg_temp.id('never_earlier');
+END $$;
+CREATE TEMP TABLE heartbeat_many_later AS SELECT * FROM jobs.heartbeat_many(ARRAY[pg_temp.id('never_earlier')], 'w1', ARRAY[1]::bigint[]);
+SELECT is((SELECT lease_expires_at FROM jobs.job WHERE id = pg_temp.id('never_earlier')), now() + interval '30 minutes',
+          'heartbeat_many: a beat never moves lease_expires_at earlier (10 s from now would be earlier than the 30 min it has)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- job ends the outcome's wake names the next; ordering holds through retries and reaps; cancel
 -- of the head wakes the next (DESIGN §4 "Claimable", decisions "Ordering keys and fan-in").
 BEGIN;
-SELECT plan(40);
+SELECT plan(45);
 
 SELECT jobs.define_type('ok_a', queue => 'ok_q', max_retries => 2);
 SELECT jobs.define_type('ok_b', queue => 'ok_q2');
@@ -136,6 +136,24 @@ INSERT INTO j SELECT * FROM f;
 SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.id('f2'), 'w')), 1::bigint, 'ordering_key: a job with a different key is not blocked');
 SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.id('f3'), 'w')), 1::bigint, 'ordering_key: a job without a key is not blocked');
 SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.id('f1'), 'w')), 1::bigint, 'ordering_key: the head of its key is claimable');
+
+-- A replay never runs beside a younger job of its key: the replayed (older) job waits for the
+-- running one, is woken when it ends, and runs before the younger ones still queued.
+SELECT jobs.define_type('ok_r', queue => 'ok_rq', max_retries => 0);
+CREATE TEMP TABLE r AS
+SELECT 'old' AS name, (jobs.submit('ok_r', '{}', ordering_key => 'acct:r')).id UNION ALL
+SELECT 'young', (jobs.submit('ok_r', '{}', ordering_key => 'acct:r')).id UNION ALL
+SELECT 'youngest', (jobs.submit('ok_r', '{}', ordering_key => 'acct:r')).id;
+CREATE FUNCTION pg_temp.rid(n text) RETURNS bigint LANGUAGE sql AS $$ SELECT id FROM r WHERE name = n $$;
+SELECT jobs.fail(pg_temp.rid('old'), 'w1', (SELECT lease_version FROM jobs.claim(pg_temp.rid('old'), 'w1')), 'boom', false);
+SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.rid('young'), 'w2')), 1::bigint, 'ordering_key: the next job runs once the old one failed');
+SELECT ok(jobs.replay(pg_temp.rid('old')), 'ordering_key: the failed old job is replayed while the younger one runs');
+SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.rid('old'), 'w1')), 0::bigint,
+          'ordering_key: the replayed job is not claimable while a younger job of its key runs');
+SELECT is((SELECT wake FROM jobs.complete(pg_temp.rid('young'), 'w2', 1, '{}')), ARRAY[pg_temp.rid('old')],
+          'ordering_key: the running job''s completion wakes the replayed one');
+SELECT is(ARRAY(SELECT id FROM jobs.claimable WHERE ordering_key = 'acct:r'), ARRAY[pg_temp.rid('old')],
+          'ordering_key: and only it: the youngest still waits behind it');
 
 SELECT * FROM finish();
 ROLLBACK;

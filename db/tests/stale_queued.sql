@@ -1,7 +1,7 @@
--- jobs.stale_queued: claimable jobs of one queue whose updated_at is older than older_than,
+-- jobs.stale_queued: claimable jobs of one queue whose updated_at and run_after are older than older_than,
 -- oldest id first, at most max_jobs; read-only (DESIGN §4, §6 reaper).
 BEGIN;
-SELECT plan(23);
+SELECT plan(25);
 
 SELECT jobs.define_type('st_t', queue => 'st_q');
 SELECT jobs.define_type('st_o', queue => 'st_other');
@@ -26,7 +26,8 @@ SELECT jobs.mark_enqueue_failed(ARRAY[pg_temp.id('lost_push')]);
 -- Age every job by an hour (created_at and updated_at), then set the interesting updated_at values:
 -- x1 was touched 10 s ago, x2 an hour ago (so id order and age order differ), x3 6 s ago,
 -- 'touched' was created an hour ago but updated just now.
-UPDATE jobs.job SET created_at = now() - interval '1 hour', updated_at = now() - interval '1 hour'
+UPDATE jobs.job SET created_at = now() - interval '1 hour', updated_at = now() - interval '1 hour',
+                    run_after = CASE WHEN run_after <= now() THEN now() - interval '1 hour' ELSE run_after END
  WHERE id IN (SELECT id FROM j) OR parent_id = pg_temp.id('coordinator');
 UPDATE jobs.job SET updated_at = now() - interval '10 seconds' WHERE id = pg_temp.id('x1');
 UPDATE jobs.job SET updated_at = now() - interval '6 seconds' WHERE id = pg_temp.id('x3');
@@ -87,6 +88,18 @@ SELECT is((SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) FROM jobs.job AS j
 
 SELECT throws_ok($$ SELECT * FROM jobs.stale_queued('default', '1000000 years') $$, '22023', NULL,
                  'stale_queued: older_than over 100 years -> 22023, not a timestamp overflow');
+
+-- A delayed job written an hour ago and due 2 s ago: its signal is being moved from the
+-- delayed set right now, so it is not stale yet; once due for older_than, it is.
+SELECT jobs.define_type('st_d', queue => 'st_delayed');
+CREATE TEMP TABLE d AS SELECT (jobs.submit('st_d', '{}', run_after => now() + interval '1 hour')).id;
+UPDATE jobs.job SET updated_at = now() - interval '1 hour', run_after = now() - interval '2 seconds'
+ WHERE id = (SELECT id FROM d);
+SELECT is((SELECT count(*) FROM jobs.stale_queued('st_delayed', '5 seconds')), 0::bigint,
+          'stale_queued: a delayed job due 2 s ago is not stale at 5 s, however old its last write');
+UPDATE jobs.job SET run_after = now() - interval '6 seconds' WHERE id = (SELECT id FROM d);
+SELECT is(ARRAY(SELECT job_id FROM jobs.stale_queued('st_delayed', '5 seconds')), ARRAY[(SELECT id FROM d)],
+          'stale_queued: once due for longer than older_than, it is');
 
 SELECT * FROM finish();
 ROLLBACK;

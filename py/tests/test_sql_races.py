@@ -301,3 +301,41 @@ def test_bad_input_raises_its_documented_sqlstate_and_changes_nothing(conn, clea
         assert exc.value.diag.message_hint, f"{sql}: no HINT"
     assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == before
     assert isinstance(errors.lookup("22023")(), psycopg.Error)
+
+
+def test_claim_next_never_waits_on_a_row_another_session_holds(conn, clean_db, kind):
+    """A claim held open in a transaction locks its row: a second claim_next must skip it and
+    take the next job at once (SKIP LOCKED), not wait for the first to commit."""
+    first = submit(conn)
+    second = submit(conn)
+    with psycopg.connect(clean_db) as holder, psycopg.connect(clean_db, autocommit=True) as other:
+        held = holder.execute("SELECT job_id FROM jobs.claim(%s, 'holder')", (first,)).fetchall()
+        assert [r[0] for r in held] == [first]  # row locked until holder commits
+        # A wait would end in 55P03 (lock_not_available) instead of an answer.
+        other.execute("SET lock_timeout = '200ms'")
+        got = other.execute("SELECT job_id FROM jobs.claim_next('other', ARRAY['default'], 1)").fetchall()
+        assert [r[0] for r in got] == [second]
+        holder.rollback()
+
+
+def test_submits_with_ordering_keys_in_opposite_orders_never_deadlock(conn, clean_db, kind):
+    """Each batch locks its ordering keys in sorted order, whatever order its specs name them:
+    batches naming [r1, r2] and [r2, r1] at once wait for each other instead of deadlocking."""
+    def batch(c, i):
+        keys = ["r1", "r2", "r3"] if i % 2 else ["r3", "r2", "r1"]
+        specs = json.dumps([{"kind": kind, "ordering_key": k} for k in keys])
+        outcomes = []
+        for _ in range(3):
+            try:
+                with c.transaction():
+                    c.execute("SELECT count(*) FROM jobs.submit_many(%s::jsonb)", (specs,))
+                    # Hold the keys a moment, as a producer's own transaction would.
+                    c.execute("SELECT pg_sleep(0.01)")
+                outcomes.append("ok")
+            except errors.DeadlockDetected:
+                outcomes.append("deadlock")
+        return outcomes
+
+    results = [o for per in run_together(clean_db, batch) for o in per]
+    assert results.count("deadlock") == 0
+    assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == THREADS * 3 * 3
