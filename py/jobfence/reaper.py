@@ -25,7 +25,7 @@ from .db import Database
 from .errors import JobfenceError
 from .observe import process as metrics
 from .rows import Signal
-from .transport import Transport
+from .transport import Transport, is_corruption, key_text, ready_key
 
 logger = logging.getLogger("jobfence.reaper")
 
@@ -114,20 +114,57 @@ class Reaper:
         if redis_up:
             recovered = self.db.recover_enqueue_failed(self.batch)
             counts["recovered"] = len(recovered)
-            if recovered and not self._push(recovered):
-                # Redis went away between the ping and the push: park them again.
-                self.db.mark_enqueue_failed([s.job_id for s in recovered])
+            unsent = self._push(recovered)
+            if unsent:
+                # Redis went away between the ping and the push, or a key refused them
+                # twice: park those again.
+                self.db.mark_enqueue_failed([s.job_id for s in unsent])
         else:
             return counts
 
         for queue in self.sweep_queues():
-            counts["moved"] += self.transport.move_due(queue, self.batch)
-            if self.transport.ready_length(queue) == 0:
+            # Redis corruption is per key: it skips this queue for this tick, never the
+            # others (a lost server still ends the tick, in run()).
+            empty = self._redis_side(queue, counts)
+            if not empty:
+                continue
+            try:
                 stale = self.db.stale_queued(queue, self.stale_after, self.batch)
-                if stale:
-                    self._push(stale)
-                    counts["stale_repushed"] += len(stale)
+            except UnicodeEncodeError as exc:
+                # A --queue that is not UTF-8 names no PostgreSQL queue: nothing to re-push.
+                self.transport.warnings.warn(
+                    "queue_skipped", "queue name is not valid UTF-8: no job can be in it",
+                    ready_key(queue), exc, queue=key_text(queue))
+                continue
+            if stale:
+                self._push(stale)
+                counts["stale_repushed"] += len(stale)
         return counts
+
+    def _redis_side(self, queue: str, counts: dict[str, int]) -> bool:
+        """Move the queue's due ids; True if its ready list is empty (worth a stale re-push).
+        A key of the wrong type is deleted and the queue tried again; each of the two keys
+        can need that once, hence three tries."""
+        for _ in range(3):
+            try:
+                counts["moved"] += self.transport.move_due(queue, self.batch)
+                return self.transport.ready_length(queue) == 0
+            except redis.ResponseError as exc:
+                if not is_corruption(exc):
+                    raise
+                self._repair(getattr(exc, "key", ready_key(queue)), exc)
+        return False
+
+    def _repair(self, key: str, exc: Exception) -> None:
+        """Delete a jobfence key of the wrong type. jobfence owns the namespace and keeps
+        only job ids there, which PostgreSQL can rebuild; such a key holds none of them, and
+        left alone it would stop every worker of its queue for good."""
+        held = self.transport.drop_wrong_type(key)
+        if held:
+            self.transport.warnings.warn(
+                "redis_key_repaired", f"deleted a key holding a {held} where jobfence keeps "
+                "a list or zset; the stale re-push signals its queue's jobs from PostgreSQL",
+                key, exc, type=held)
 
     def sweep_queues(self) -> list[str]:
         """The command-line queues and those PostgreSQL names now, read afresh each tick so
@@ -145,13 +182,26 @@ class Reaper:
         except redis.RedisError:
             return False
 
-    def _push(self, signals: list[Signal]) -> bool:
+    def _push(self, signals: list[Signal]) -> list[Signal]:
+        """Push; returns the signals not pushed (all of them if Redis is away). A key of the
+        wrong type is repaired and its signals pushed again once."""
         if not signals:
-            return True
+            return []
+        todo = [(s.job_id, s.queue, s.run_after) for s in signals]
         try:
-            self.transport.push((s.job_id, s.queue, s.run_after) for s in signals)
-            return True
+            for again in (True, False):
+                failed = self.transport.push_each(todo)
+                if not failed:
+                    return []
+                todo = [t for f in failed for t in f.signals]
+                if again:
+                    for f in failed:
+                        self._repair(f.key, f.error)
+            for f in failed:
+                self.transport.warnings.warn("push_failed", "key refused the push; retried "
+                                             "next tick", f.key, f.error, count=len(f.signals))
         except redis.RedisError as exc:
             jlog.event(logger, logging.WARNING, "push_failed", "push failed; retried later",
-                       error=str(exc), count=len(signals))
-            return False
+                       error=str(exc), count=len(todo))
+        unsent = {t[0] for t in todo}
+        return [s for s in signals if s.job_id in unsent]

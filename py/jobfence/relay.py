@@ -22,7 +22,7 @@ from . import log as jlog
 from . import sql
 from .db import Database
 from .observe import process as metrics
-from .transport import Transport
+from .transport import Transport, key_text, ready_key
 from .worker import Backoff
 
 logger = logging.getLogger("jobfence.relay")
@@ -126,22 +126,37 @@ class Relay:
 
     def _push(self, signals: list[tuple[int, str, datetime | None]]) -> None:
         try:
-            self.transport.push(signals)
-            self.pushed += len(signals)
-            metrics.relay_pushed(len(signals))
-            metrics.REDIS.ok()
-            jlog.event(logger, logging.DEBUG, "relayed", "pushed", count=len(signals))
+            failed = self.transport.push_each(signals)
         except redis.RedisError as exc:
             metrics.REDIS.failed()
-            ids = [i for i, _, _ in signals]
-            try:
-                marked = self.db.mark_enqueue_failed(ids)
-            except psycopg.Error as db_exc:
-                marked = None  # still queued in PostgreSQL: the reaper's sweep finds them
-                jlog.event(logger, logging.WARNING, "db_unavailable", str(db_exc))
-            jlog.event(logger, logging.WARNING, "enqueue_failed",
-                       "Redis push failed; jobs parked as enqueue_failed", error=str(exc),
-                       count=len(ids), marked=marked, job_ids=ids[:20])
+            self._park([i for i, _, _ in signals], exc)
+            return
+        metrics.REDIS.ok()
+        unsent = [t for f in failed for t in f.signals]
+        sent = len(signals) - len(unsent)
+        self.pushed += sent
+        metrics.relay_pushed(sent)
+        jlog.event(logger, logging.DEBUG, "relayed", "pushed", count=sent)
+        for f in failed:
+            # A key of the wrong type refuses only its own queue's ids; the others went
+            # through. The reaper deletes such a key and pushes the parked ids again.
+            self.transport.warnings.warn("redis_key_skipped", "key refused the push; its "
+                                         "ids are parked as enqueue_failed", f.key, f.error,
+                                         count=len(f.signals))
+        if unsent:
+            self._park([i for i, _, _ in unsent], failed[0].error, quiet=True)
+
+    def _park(self, ids: list[int], error: Exception | str, quiet: bool = False) -> None:
+        try:
+            marked = self.db.mark_enqueue_failed(ids)
+        except psycopg.Error as db_exc:
+            marked = None  # still queued in PostgreSQL: the reaper's sweep finds them
+            jlog.event(logger, logging.WARNING, "db_unavailable", str(db_exc))
+        # A corrupt key is warned about (rate-limited) by the caller: a line per
+        # notification would flood the log for as long as the key stays.
+        jlog.event(logger, logging.INFO if quiet else logging.WARNING, "enqueue_failed",
+                   "Redis push failed; jobs parked as enqueue_failed", error=str(error),
+                   count=len(ids), marked=marked, job_ids=ids[:20])
 
     def catch_up(self, older_than: float | None = None) -> int:
         """Push the claimable jobs untouched for ``older_than`` seconds (default: the
@@ -150,8 +165,17 @@ class Relay:
         # one whose notifications it missed.
         queues = sorted(self.queues | set(self.db.queues()))
         age = self.stale_after if older_than is None else older_than
-        stale = [(s.job_id, s.queue, s.run_after)
-                 for queue in queues for s in self.db.stale_queued(queue, age)]
+        stale = []
+        for queue in queues:
+            try:
+                found = self.db.stale_queued(queue, age)
+            except UnicodeEncodeError as exc:
+                # A --queue that is not UTF-8 names no PostgreSQL queue: nothing to push.
+                self.transport.warnings.warn(
+                    "queue_skipped", "queue name is not valid UTF-8: no job can be in it",
+                    ready_key(queue), exc, queue=key_text(queue))
+                continue
+            stale += [(s.job_id, s.queue, s.run_after) for s in found]
         if stale:
             self._push(stale)
             jlog.event(logger, logging.INFO, "relay_caught_up",

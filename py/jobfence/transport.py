@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections import defaultdict
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import redis
 
@@ -34,7 +35,16 @@ def parse_job_id(raw: bytes | str | int) -> int | None:
 
 # The ready list is a FIFO: producers LPUSH, workers pop from the right.
 # Moving due ids must be atomic so that several reapers (and workers) never move one twice.
+# Both types are checked before anything is written: a script is not rolled back, and a
+# ZREM followed by a failing LPUSH would drop the ids it took.
 _MOVE_DUE = """
+for i, want in ipairs({'zset', 'list'}) do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= want and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. i .. ' (' .. KEYS[i] .. ') holds a ' .. t ..
+                             ', not a ' .. want)
+  end
+end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 if #ids > 0 then
   redis.call('ZREM', KEYS[1], unpack(ids))
@@ -42,6 +52,82 @@ if #ids > 0 then
 end
 return #ids
 """
+
+# Deletes the key only if it still holds the wrong type when the script runs: a list or
+# zset written back by a producer since the caller looked is never touched.
+_DROP_WRONG_TYPE = """
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == ARGV[1] or t == 'none' then
+  return false
+end
+redis.call('DEL', KEYS[1])
+return t
+"""
+
+_WRONG_KEY = re.compile(r"WRONGTYPE key ([12]) ")
+
+WARN_EVERY = 60.0  # seconds between two warnings about one corrupt key
+# How long a worker leaves a wrong-type ready list out of its pops before looking again:
+# short, so that the queue is served again soon after the reaper's repair.
+RECHECK_AFTER = 1.0
+EXPECTED_TYPE = {"ready": "list", "delayed": "zset"}
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """A Redis error about one key's contents, as opposed to a lost, read-only or full
+    server: retrying with backoff cannot cure it, skipping the key can."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
+def key_text(key: bytes | str) -> str:
+    """A key name fit for a log line, whatever bytes it holds."""
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "backslashreplace")
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class KeyWarnings:
+    """One warning per key per ``every`` seconds: a corruption that stays (nobody repairs
+    it) must not write a line per pop. The next warning counts those held back."""
+
+    def __init__(self, logger: logging.Logger, every: float = WARN_EVERY):
+        self.logger = logger
+        self.every = every
+        self._last: dict[tuple[str, str], float] = {}
+        self._held: dict[tuple[str, str], int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def warn(self, event: str, message: str, key: bytes | str, error: BaseException | str,
+             **fields) -> bool:
+        name = key_text(key)
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get((event, name))
+            if last is not None and now - last < self.every:
+                self._held[(event, name)] += 1
+                return False
+            self._last[(event, name)] = now
+            held = self._held.pop((event, name), 0)
+        if held:
+            fields["suppressed"] = held
+        jlog.event(self.logger, logging.WARNING, event, message, key=name,
+                   error=str(error)[:500], **fields)
+        return True
+
+
+class WrongType(redis.ResponseError):
+    """A jobfence key holds another type than the one jobfence keeps there."""
+
+    def __init__(self, message: str, key: str):
+        super().__init__(message)
+        self.key = key
+
+
+class Failed(NamedTuple):
+    """Signals a push could not write because one key refused them."""
+    key: str
+    error: str
+    signals: list
 
 
 def ready_key(queue: str) -> str:
@@ -51,6 +137,12 @@ def ready_key(queue: str) -> str:
 
 def delayed_key(queue: str) -> str:
     return f"jobfence:{{{queue}}}:delayed"
+
+
+def _raw(key: str) -> bytes:
+    # A queue name typed on a command line may carry bytes that are not UTF-8 (they arrive
+    # as lone surrogates): send those bytes, rather than fail in the encoder on every call.
+    return key.encode("utf-8", "surrogateescape")
 
 
 def _epoch(run_after) -> float | None:
@@ -74,10 +166,21 @@ def fill_pipeline(pipe, signals: Iterable[tuple[int, str, object]]) -> int:
             delayed[queue][str(job_id)] = at
         count += 1
     for queue, ids in ready.items():
-        pipe.lpush(ready_key(queue), *ids)
+        pipe.lpush(_raw(ready_key(queue)), *ids)
     for queue, members in delayed.items():
-        pipe.zadd(delayed_key(queue), members)
+        pipe.zadd(_raw(delayed_key(queue)), members)
     return count
+
+
+def _by_key(signals: Iterable[tuple[int, str, object]]) -> dict[str, list]:
+    """The signals ``fill_pipeline`` would write, grouped by the key each goes to."""
+    now = time.time()
+    out: dict[str, list] = defaultdict(list)
+    for signal in signals:
+        at = _epoch(signal[2])
+        out[ready_key(signal[1]) if at is None or at <= now
+            else delayed_key(signal[1])].append((signal, at))
+    return out
 
 
 class Transport:
@@ -90,6 +193,9 @@ class Transport:
             url, socket_timeout=socket_timeout, socket_connect_timeout=2.0,
             health_check_interval=30)
         self._move_due = self.redis.register_script(_MOVE_DUE)
+        self._drop_wrong_type = self.redis.register_script(_DROP_WRONG_TYPE)
+        self._skipped: dict[str, float] = {}  # ready key -> when to try it again
+        self.warnings = KeyWarnings(logger)
 
     def close(self) -> None:
         self.redis.close()
@@ -106,14 +212,82 @@ class Transport:
             pipe.execute()
         return count
 
+    def push_each(self, signals: Iterable[tuple[int, str, object]]) -> list[Failed]:
+        """``push``, except that a key refusing its command (a wrong type) fails only the
+        signals bound for it: the others are written all the same. Returns what failed,
+        per key; a lost server still raises."""
+        plan = _by_key(signals)
+        if not plan:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for key, sent in plan.items():
+            if key.endswith(":ready"):
+                pipe.lpush(_raw(key), *(str(s[0]) for s, _ in sent))
+            else:
+                pipe.zadd(_raw(key), {str(s[0]): at for s, at in sent})
+        failed = []
+        for (key, sent), result in zip(plan.items(), pipe.execute(raise_on_error=False)):
+            if isinstance(result, Exception):
+                if not is_corruption(result):
+                    raise result
+                failed.append(Failed(key, str(result), [s for s, _ in sent]))
+        return failed
+
     def push_ids(self, queue: str, job_ids: Sequence[int]) -> int:
         return self.push((i, queue, None) for i in job_ids)
 
+    def drop_wrong_type(self, key: str) -> str | None:
+        """Delete ``key`` if it holds something other than what jobfence keeps there (a
+        list for a ready key, a zset for a delayed one); returns the type it held. Nothing
+        is lost: such a key holds no signal jobfence wrote, and PostgreSQL has the jobs."""
+        expected = EXPECTED_TYPE[key.rsplit(":", 1)[-1]]
+        found = self._drop_wrong_type(keys=[_raw(key)], args=[expected])
+        self._skipped.pop(key, None)
+        return found.decode() if isinstance(found, bytes) else found
+
+    def _usable(self, keys: list[str]) -> list[str]:
+        now = time.monotonic()
+        return [k for k in keys if self._skipped.get(k, 0.0) <= now]
+
+    def _skip_wrong_types(self, keys: list[str], exc: Exception) -> bool:
+        """After a pop refused with WRONGTYPE (BLMPOP refuses if any of its keys is not a
+        list, even one it would not have reached): find the culprits and leave them out for
+        a while, so that the other queues are still served. False if none was found."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.type(_raw(key))
+        found = False
+        until = time.monotonic() + RECHECK_AFTER
+        for key, kind in zip(keys, pipe.execute()):
+            kind = kind.decode() if isinstance(kind, bytes) else kind
+            if kind not in ("list", "none"):
+                found = True
+                self._skipped[key] = until
+                self.warnings.warn("redis_key_skipped", f"ready key holds a {kind}, not a "
+                                   "list: its queue is not popped until it is repaired (the "
+                                   "reaper deletes it)", key, exc, type=kind)
+        return found
+
     def pop(self, queues: Sequence[str], count: int, timeout: float) -> list[int]:
         """Block up to ``timeout`` seconds for up to ``count`` ids from the first non-empty
-        ready list. The short timeout keeps shutdown prompt."""
-        keys = [ready_key(q) for q in queues]
-        found = self.redis.blmpop(timeout, len(keys), *keys, direction="RIGHT", count=count)
+        ready list. The short timeout keeps shutdown prompt. A ready key of the wrong type
+        is left out (and warned about) instead of failing the pop of every queue."""
+        keys = self._usable([ready_key(q) for q in queues])
+        for _ in range(2):
+            if not keys:
+                # Every queue is unusable: wait as a pop would, not in a hot loop.
+                time.sleep(timeout)
+                return []
+            try:
+                found = self.redis.blmpop(timeout, len(keys), *map(_raw, keys),
+                                          direction="RIGHT", count=count)
+                break
+            except redis.ResponseError as exc:
+                if not is_corruption(exc) or not self._skip_wrong_types(keys, exc):
+                    raise
+                keys = self._usable(keys)
+        else:
+            return []
         if not found:
             return []
         key, ids = found
@@ -125,16 +299,22 @@ class Transport:
             else:
                 out.append(job_id)
         if junk:
-            key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
             jlog.event(logger, logging.WARNING, "junk_signals_dropped",
                        "discarded ready-list entries that are not job ids (positive 64-bit "
-                       "integers)", key=key, count=len(junk),
+                       "integers)", key=key_text(key), count=len(junk),
                        sample=[repr(j)[:40] for j in junk[:5]])
         return out
 
     def move_due(self, queue: str, limit: int = 1000) -> int:
-        return int(self._move_due(keys=[delayed_key(queue), ready_key(queue)],
-                                  args=[time.time(), limit]))
+        """Raises ``WrongType`` having moved nothing if either key holds the wrong type."""
+        keys = [delayed_key(queue), ready_key(queue)]
+        try:
+            return int(self._move_due(keys=[_raw(k) for k in keys], args=[time.time(), limit]))
+        except redis.ResponseError as exc:
+            found = _WRONG_KEY.match(str(exc))
+            if found:
+                raise WrongType(str(exc), keys[int(found.group(1)) - 1]) from exc
+            raise
 
     def ready_length(self, queue: str) -> int:
-        return int(self.redis.llen(ready_key(queue)))
+        return int(self.redis.llen(_raw(ready_key(queue))))

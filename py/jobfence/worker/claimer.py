@@ -19,6 +19,7 @@ from ..app import Context
 from ..errors import JobfenceError
 from ..observe import process as metrics
 from ..rows import Lease
+from ..transport import WrongType
 from .common import Backoff, Host, Job, JobLogger, describe, event, logger, sqlstate
 
 
@@ -55,7 +56,7 @@ class Claimer:
                     # Retries wait in the delayed set; moving the due ones here too keeps
                     # backoff precise without waiting for the reaper's next tick.
                     for q in w.queues:
-                        w.transport.move_due(q)
+                        self._move_due(q)
                     next_move = now + MOVE_DUE_EVERY
                 ids = w.transport.pop(w.queues, room, w.pop_timeout)
                 backoff.reset()
@@ -84,6 +85,16 @@ class Claimer:
                                     "fields": {"worker": w.name, "job_ids": ids[:20],
                                                "error": f"{type(exc).__name__}: {exc}"}})
                 w.wait_stop(delay)
+
+    def _move_due(self, queue: str) -> None:
+        try:
+            self.w.transport.move_due(queue)
+        except WrongType as exc:
+            # One corrupt key must not stop the pops of every queue this worker serves: the
+            # reaper deletes it, and the stale re-push signals what it held back meanwhile.
+            self.w.transport.warnings.warn(
+                "redis_key_skipped", f"cannot move the due ids of queue {queue!r}; skipped "
+                "until the key is repaired", exc.key, exc, queue=queue, worker=self.w.name)
 
     def _give_back(self, ids: list[int]) -> None:
         """Ids popped as the stop came in: a stopping worker takes no new work."""
