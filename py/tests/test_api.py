@@ -96,7 +96,9 @@ def test_a_repeated_idempotency_key_returns_the_existing_job_with_200(api, decla
     same = {k: v for k, v in first.data.items() if k != "created"}
     assert {k: v for k, v in again.data.items() if k != "created"} == same
     assert job_rows(declared) == 1
-    assert api.get(f"/jobs/{first.data['id']}").data["idempotency_key"] == "invoice:42"
+    # The key wins: the repeat's different payload changed nothing (docs/http.md).
+    stored = api.get(f"/jobs/{first.data['id']}").data
+    assert stored["idempotency_key"] == "invoice:42" and stored["payload"] == {"invoice": 42}
 
 
 def test_redis_down_still_answers_202_then_the_reaper_signals_and_a_worker_finishes(procs, declared):
@@ -113,10 +115,11 @@ def test_redis_down_still_answers_202_then_the_reaper_signals_and_a_worker_finis
     assert {j["status"] for j in batch.data["jobs"]} == {"enqueue_failed"}
     assert offline.proc.find("enqueue_failed")
 
+    # Jobs are still accepted, so the instance stays in rotation: 200, degraded.
     health = offline.get("/healthz", token=None)
-    problem = assert_problem(health, 503, "unavailable")
-    assert "Redis" in problem["detail"] and problem["checks"]["postgresql"] == "ok"
-    assert problem["checks"]["redis"] != "ok"
+    assert health.status == 200, health.raw
+    assert health.data["degraded"] is True and health.data["status"] == "degraded"
+    assert health.data["postgresql"] == "ok" and health.data["redis"] != "ok"
 
     # The API itself reads PostgreSQL only, so it can follow the job the others repair.
     procs.reaper()
@@ -204,7 +207,8 @@ def test_get_events_and_list_pages(api, declared):
     queues = api.get("/queues").data["queues"]
     noop = next(r for r in queues if r["kind"] == "noop")
     assert noop["queue"] == "default" and noop["queued_ready"] == 5
-    assert api.get("/healthz", token=None).data == {"status": "ok", "postgresql": "ok", "redis": "ok"}
+    assert api.get("/healthz", token=None).data == {"status": "ok", "degraded": False,
+                                                    "postgresql": "ok", "redis": "ok"}
 
 
 def test_long_poll_returns_when_a_worker_completes_the_job(procs, declared):
@@ -305,7 +309,7 @@ def test_every_error_is_a_problem_document_and_changes_nothing(api, declared):
     assert_problem(api.post("/jobs", raw=b'{"kind": "noop",', headers={
         "Content-Type": "application/json"}), 400, "bad_request")
     assert_problem(api.post("/jobs", raw=b"kind=noop", headers={
-        "Content-Type": "application/x-www-form-urlencoded"}), 400, "bad_request")
+        "Content-Type": "application/x-www-form-urlencoded"}), 415, "unsupported_media_type")
     for bad in ({"payload": {}}, {"kind": 5}, {"kind": "noop", "payload": [1]},
                 {"kind": "noop", "payload": None}, {"kind": "noop", "extra": 1},
                 {"kind": "noop", "idempotency_key": "in-the-header-please"},
@@ -540,3 +544,266 @@ def test_run_serves_the_api_next_to_the_workers(declared, redis_url, tmp_path):
         log.close()
     with psycopg.connect(declared, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM jobs.job WHERE status = 'done'").fetchone()[0] == 1
+
+
+# -- request hygiene --------------------------------------------------------------------------
+def test_a_request_is_one_log_line_whatever_its_path_holds(api):
+    for path in ("/x%0a12:00:00.000%20ERROR%20forged", "/x%00y", "/x%0d%1b[31m"):
+        assert_problem(api.get(path), 404, "not_found")
+
+    def logged():
+        return [e["path"] for e in api.proc.find("request") if e["path"].startswith("/x")]
+
+    # The line is written once the answer has left: wait for it rather than race it.
+    wait_until(lambda: len(logged()) == 3, 10, what="three request lines")
+    raw = api.proc.log_path.read_bytes()
+    assert b"\x00" not in raw and b"\x1b" not in raw
+    assert not [line for line in raw.splitlines() if line.startswith(b"12:00")]
+    paths = logged()
+    for path in paths:
+        # The JSON line decodes to the path as sent: percent-encoded, nothing unprintable.
+        assert path.isprintable() and "%0a" in paths[0], paths
+
+
+def test_the_token_is_checked_before_the_body_or_the_query_is_read(api, declared):
+    for raw, content_type in ((b'{"kind": "noop",', "application/json"),
+                              (b"\xff\xfe", "application/json"),
+                              (b"kind=noop", "application/x-www-form-urlencoded")):
+        answer = api.post("/jobs", raw=raw, headers={"Content-Type": content_type}, token=None)
+        assert_problem(answer, 401, "unauthorized")
+        assert "JSON" not in answer.data["detail"]
+    assert_problem(api.get("/jobs?statuss=failed", token=None), 401, "unauthorized")
+    assert_problem(api.post("/jobs/1/replay?x=1", raw=b"{", headers={
+        "Content-Type": "application/json"}), 403, "forbidden")
+    assert_problem(api.post("/jobs/1/cancel", raw=b"{", headers={
+        "Content-Type": "application/json"}, token=None), 401, "unauthorized")
+    assert job_rows(declared) == 0
+
+
+def test_a_non_ascii_idempotency_key_is_the_same_in_a_header_and_in_a_body(api, declared):
+    key = "facture:é-42"
+    first = api.post("/jobs", {"kind": "noop"}, headers={"Idempotency-Key": key.encode()})
+    assert first.status == 202, first.raw
+    assert api.get(f"/jobs/{first.data['id']}").data["idempotency_key"] == key
+    batch = api.post("/jobs/batch", {"jobs": [{"kind": "noop", "idempotency_key": key}]})
+    assert batch.data["jobs"][0] == {**batch.data["jobs"][0], "id": first.data["id"],
+                                     "created": False}
+    bad = assert_problem(api.post("/jobs", {"kind": "noop"},
+                                  headers={"Idempotency-Key": b"\xff\xfekey"}),
+                         400, "bad_request")
+    assert bad["errors"] == [{"location": "header.Idempotency-Key", "message": "not valid UTF-8"}]
+    assert job_rows(declared) == 1
+
+
+def test_only_json_bodies_are_read(api, declared):
+    body = b'{"kind": "noop"}'
+    for content_type in (None, "application/json", "application/json; charset=utf-8",
+                         "Application/JSON; charset=UTF-8"):
+        headers = {"Content-Type": content_type} if content_type else {}
+        answer = api.post("/jobs", raw=body, headers=headers)
+        assert answer.status == 202, (content_type, answer.raw)
+    for content_type in ("application/merge-patch+json", "text/plain", "application/xml",
+                         "application/json; charset=latin-1", "multipart/form-data; boundary=x"):
+        refused = assert_problem(api.post("/jobs", raw=body, headers={
+            "Content-Type": content_type}), 415, "unsupported_media_type")
+        assert refused["errors"][0]["location"] == "header.Content-Type", refused
+    assert_problem(api.post("/jobs/1/cancel", raw=b'{"reason": "x"}', headers={
+        "Content-Type": "text/plain"}), 415, "unsupported_media_type")
+    assert job_rows(declared) == 4
+
+
+def test_every_bad_request_lists_where_and_nul_is_22P05(api, declared):
+    not_utf8 = assert_problem(api.post("/jobs", raw=b'{"kind": "no\xffop"}', headers={
+        "Content-Type": "application/json"}), 400, "bad_request")
+    assert not_utf8["errors"] == [{"location": "body",
+                                   "message": "not valid UTF-8 (byte offset 12)"}]
+    malformed = assert_problem(api.post("/jobs", raw=b'{"kind": "noop",', headers={
+        "Content-Type": "application/json"}), 400, "bad_request")
+    assert malformed["errors"][0]["location"] == "body"
+    assert "line 1 column" in malformed["errors"][0]["message"]
+    deep = b'{"kind": "noop", "payload": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    nested = assert_problem(api.post("/jobs", raw=deep, headers={
+        "Content-Type": "application/json"}), 400, "bad_request")
+    assert nested["errors"] == [{"location": "body", "message": "JSON nested too deeply"}]
+    assert_problem(api.post("/jobs", {"kind": 5}), 400, "bad_request")["errors"][0][
+        "location"] == "body.kind"
+    existing = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+    for answer in (api.post("/jobs", {"kind": "no\u0000op"}),
+                   api.post("/jobs", {"kind": "noop", "ordering_key": "a\u0000"}),
+                   api.post("/jobs/batch", {"jobs": [{"kind": "noop",
+                                                      "idempotency_key": "k\u0000"}]}),
+                   api.post(f"/jobs/{existing}/cancel", {"reason": "r\u0000"})):
+        nul = assert_problem(answer, 400, "invalid_input", "22P05")
+        assert nul["detail"]
+    assert job_rows(declared) == 1 and status_of(declared, existing) == "queued"
+
+
+def test_query_strings_are_checked(api):
+    job_id = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+    typo = assert_problem(api.get("/jobs?statuss=failed"), 400, "bad_request")
+    assert "statuss" in typo["detail"]
+    assert typo["errors"] == [{"location": "query.statuss", "message": "unknown query parameter"}]
+    started = time.monotonic()
+    assert "wiat" in assert_problem(api.get(f"/jobs/{job_id}?wiat=30"), 400,
+                                    "bad_request")["detail"]
+    assert time.monotonic() - started < 5
+    twice = assert_problem(api.get("/jobs?limit=1&limit=2"), 400, "bad_request")
+    assert twice["errors"] == [{"location": "query.limit", "message": "given more than once"}]
+    bad_kind = assert_problem(api.get("/jobs?kind=Bad%20Kind"), 400, "invalid_parameter_value",
+                              "22023")
+    assert "malformed" in bad_kind["detail"] and bad_kind["hint"]
+    for wait in ("nan", "inf", "-inf"):
+        message = assert_problem(api.get(f"/jobs/{job_id}?wait={wait}"), 400, "bad_request")
+        assert "finite" in message["detail"], message
+    assert_problem(api.get("/queues?verbose=1"), 400, "bad_request")
+    assert_problem(api.post("/jobs?kind=noop", {"kind": "noop"}), 400, "bad_request")
+    assert api.get("/jobs?kind=noop&status=queued&limit=5").status == 200
+    # Probes may add cache-busting parameters.
+    assert api.get("/healthz?probe=1", token=None).status == 200
+
+
+def test_methods_allow_headers_head_and_trailing_slashes(api):
+    job_id = api.post("/jobs", {"kind": "noop"}).data["id"]
+    for method, path, allowed in (("DELETE", "/jobs", "GET, HEAD, POST"),
+                                  ("PUT", f"/jobs/{job_id}", "GET, HEAD"),
+                                  ("GET", f"/jobs/{job_id}/replay", "POST"),
+                                  ("HEAD", f"/jobs/{job_id}/cancel", "POST"),
+                                  ("OPTIONS", "/healthz", "GET, HEAD")):
+        answer = api.call(method, path)
+        assert answer.status == 405, (method, path, answer.status)
+        assert answer.headers["allow"] == allowed, (method, path, answer.headers)
+        if method != "HEAD":
+            assert_problem(answer, 405, "method_not_allowed")
+    head = api.call("HEAD", "/healthz", token=None)
+    assert head.status == 200 and head.raw == b"", head
+    assert head.headers["content-type"] == "application/json"
+    assert api.call("HEAD", f"/jobs/{job_id}").status == 200
+    assert api.call("HEAD", f"/jobs/{job_id}", token=None).status == 401
+    assert api.call("HEAD", "/jobs/987654").status == 404
+    for method, path in (("GET", "/jobs/"), ("POST", "/jobs/"), ("GET", f"/jobs/{job_id}/")):
+        answer = api.call(method, path, body={"kind": "noop"} if method == "POST" else None)
+        assert_problem(answer, 404, "not_found")
+        assert "location" not in answer.headers
+    admin(api)
+    requests = {(s.labels["method"], s.labels["route"], s.labels["status"])
+                for s in text_string_to_metric_families(api.get("/metrics").raw.decode())
+                if s.name == "jobfence_api_requests" for s in s.samples}
+    assert ("HEAD", "/jobs/{job_id}", "200") in requests, requests
+
+
+# -- Redis and PostgreSQL trouble ---------------------------------------------------------------
+class SilentServer:
+    """Accepts TCP connections and never answers: a Redis that hangs."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.held = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self):
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_silent_redis_costs_one_short_timeout_not_one_per_request(procs, declared):
+    silent = SilentServer()
+    try:
+        api = start_api(procs, name="api-silent", redis_url=f"redis://127.0.0.1:{silent.port}/0")
+        took, ids = [], []
+        for n in range(6):
+            started = time.monotonic()
+            answer = api.post("/jobs", {"kind": "noop", "payload": {"n": n}})
+            took.append(time.monotonic() - started)
+            assert answer.status == 202 and answer.data["enqueued"] is False, answer.raw
+            ids.append(answer.data["id"])
+        # The first waits for the push timeout; the next ones do not try Redis at all.
+        assert took[0] < 3, took
+        assert max(took[1:]) < 0.5, took
+        assert {status_of(declared, i) for i in ids} == {"enqueue_failed"}
+        assert api.proc.find("enqueue_skipped", level="warning")
+        health = api.get("/healthz", token=None)
+        assert health.status == 200 and health.data["degraded"] is True, health.raw
+    finally:
+        silent.close()
+
+
+def test_enqueued_says_whether_the_signal_is_in_redis(procs, declared):
+    offline = start_api(procs, name="api-offline", redis_url=f"redis://127.0.0.1:{closed_port()}/0")
+    first = offline.post("/jobs", {"kind": "noop"}, headers={"Idempotency-Key": "k1"})
+    again = offline.post("/jobs", {"kind": "noop"}, headers={"Idempotency-Key": "k1"})
+    assert first.status == 202 and again.status == 200, (first.raw, again.raw)
+    assert again.data["status"] == "enqueue_failed" and again.data["enqueued"] is False
+    assert "reaper" in again.data["detail"]
+    batch = offline.post("/jobs/batch", {"jobs": [{"kind": "noop", "idempotency_key": "k1"}]})
+    assert batch.data["enqueued"] is False and "reaper" in batch.data["detail"]
+
+    family = offline.post("/jobs/fan-out", {"children": [{"kind": "noop"}, {"kind": "noop"}],
+                                            "then": {"kind": "noop"}})
+    assert family.status == 202, family.raw
+    body = family.data
+    assert body["status"] == "queued" and body["enqueued"] is False
+    children = [c["id"] for c in body["children"]]
+    assert {c["status"] for c in body["children"]} == {"enqueue_failed"}
+    assert f"jobs {children[0]}, {children[1]} (2) are" in body["detail"], body["detail"]
+    assert str(body["id"]) not in body["detail"].split("(")[0]
+
+
+def test_healthz_is_503_only_when_postgresql_is_down(procs, declared):
+    down = start_api(procs, name="api-nodb",
+                     env={"JOBFENCE_DATABASE_URL": f"postgresql://127.0.0.1:{closed_port()}/x"})
+    health = down.get("/healthz", token=None)
+    problem = assert_problem(health, 503, "unavailable")
+    assert problem["detail"] == "PostgreSQL does not answer" and problem["checks"]["redis"] == "ok"
+    assert down.call("HEAD", "/healthz", token=None).status == 503
+
+
+# -- the document -------------------------------------------------------------------------------
+def _conforms(doc, schema_name, instance):
+    import jsonschema_rs
+
+    schema = {"$ref": f"#/components/schemas/{schema_name}", "components": doc["components"]}
+    errors = [str(e) for e in jsonschema_rs.validator_for(schema).iter_errors(instance)]
+    assert not errors, (schema_name, errors, instance)
+
+
+def test_answers_are_what_the_document_describes(api, declared):
+    doc = json.loads(OPENAPI.read_text())
+    job_id = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+    _conforms(doc, "JobView", api.get(f"/jobs/{job_id}").data)
+    assert {"lease_timeout", "timeout"} <= set(api.get(f"/jobs/{job_id}").data)
+    _conforms(doc, "JobPage", api.get("/jobs").data)
+    _conforms(doc, "Health", api.get("/healthz", token=None).data)
+    _conforms(doc, "Queues", admin(api).get("/queues").data)
+    api.post(f"/jobs/{job_id}/cancel")
+    for answer in (api.post(f"/jobs/{job_id}/cancel"), api.get("/jobs?limit=0"),
+                   api.post("/jobs", {"kind": "nosuchkind"}), api.get("/jobs?x=1"),
+                   api.post("/jobs", raw=b"x", headers={"Content-Type": "text/plain"})):
+        assert answer.status >= 400
+        _conforms(doc, "Problem", answer.data)
+    cancel = doc["paths"]["/jobs/{job_id}/cancel"]["post"]["responses"]
+    assert {"413", "415"} <= set(cancel)
+    problem = doc["components"]["schemas"]["Problem"]["properties"]
+    assert {"hint", "errors", "checks", "job_status"} <= set(problem)
+
+
+def test_the_http_doc_examples_use_kinds_jobfence_run_declares():
+    import re
+
+    from jobfence.examples import app as examples
+
+    text = (REPO / "docs" / "http.md").read_text()
+    used = set(re.findall(r'"kind":\s*"([^"]+)"', text))
+    assert used - {"nosuchkind"} <= set(examples.tasks), sorted(used - set(examples.tasks))

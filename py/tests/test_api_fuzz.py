@@ -1,7 +1,9 @@
 """Property-based fuzzing of the HTTP API from its committed OpenAPI document (schemathesis
 over hypothesis): requests that fit the document and requests that break it, against a real
 `jobfence api`. Whatever arrives, no answer is a 5xx, every answer is one the document
-declares, and a rejected request leaves jobs.job and jobs.event as they were."""
+declares (status, media type, and a body its schema allows: the answer schemas forbid
+members they do not describe, so an undocumented field fails here), and a rejected request
+leaves jobs.job and jobs.event as they were."""
 
 from __future__ import annotations
 

@@ -16,11 +16,11 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from .. import __version__
-from ..aio import AsyncClient
 from . import problems, routes
 from .auth import Authenticator, Token
+from .client import ApiClient
 from .metrics import ApiMetrics
-from .middleware import BodyLimit, Observe
+from .middleware import BodyLimit, HeadAsGet, Observe
 from .waiters import Waiters
 
 # Bodies over this are refused unread: 1000 specs of identifiers fit many times over; data
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from ..db import Database
         from ..observe.exporter import registry_for
 
-        client = AsyncClient(settings.database_url, settings.redis_url,
+        client = ApiClient(settings.database_url, settings.redis_url,
                              pool_size=settings.pool_size, timeout=5.0, name="jobfence-api")
         await client.pool.open()
         waiters = Waiters(client, settings.wait_interval)
@@ -79,12 +79,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="jobfence", version=__version__, description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None,
-                  # A body without any Content-Type is read as JSON; a wrong one is a 400.
-                  strict_content_type=False)
+                  # A body without any Content-Type is read as JSON (guard.py refuses any
+                  # other type with 415 before FastAPI looks).
+                  strict_content_type=False,
+                  # A redirect would name this process's own scheme and host, which behind
+                  # a proxy are the wrong ones; /jobs/ is a 404 instead.
+                  redirect_slashes=False)
     app.state.auth = Authenticator(settings.tokens)
     app.state.metrics = api_metrics
     problems.install(app)
     app.include_router(routes.router)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Added last, so outermost: it also counts what the body cap refused.
     app.add_middleware(Observe, metrics=api_metrics)

@@ -64,7 +64,9 @@ class Authenticator:
             return ADMIN
         if not presented:
             return None
-        candidate = presented.encode("utf-8", "surrogateescape")
+        # The header's bytes as sent (Starlette decoded them as Latin-1), so a token with
+        # non-ASCII characters matches its UTF-8 configuration.
+        candidate = presented.encode("latin-1", "replace")
         found = None
         for token in self.tokens:
             # Every token is compared, whether or not one matched already.
@@ -76,21 +78,34 @@ class Authenticator:
 _bearer = HTTPBearer(auto_error=False, description="A token of JOBFENCE_API_TOKENS.")
 
 
+def _presented(request: Request) -> str | None:
+    scheme, _, credentials = (request.headers.get("authorization") or "").partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
+def authorize(request: Request, scope: str) -> str:
+    """The scope the request holds: 401 without a known token, 403 when it lacks ``scope``."""
+    auth: Authenticator = request.app.state.auth
+    held = auth.scope_of(_presented(request))
+    if held is None:
+        raise ApiProblem(401, "unauthorized",
+                         "a valid bearer token is required: Authorization: Bearer TOKEN",
+                         headers={"WWW-Authenticate": 'Bearer realm="jobfence"'})
+    if scope not in SCOPES[held]:
+        raise ApiProblem(403, "forbidden",
+                         f"this token's scope ({held}) does not allow this; it needs "
+                         f"the {scope} scope")
+    return held
+
+
 def require(scope: str):
-    """A dependency: 401 without a known token, 403 when its scope lacks ``scope``."""
+    """A dependency naming the scope a route needs. ``guard.GuardedRoute`` checks it before
+    the body is read; the check here repeats it for a route mounted without that class.
+    The bearer parameter documents the security scheme in the OpenAPI document."""
 
     async def check(request: Request,
-                    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> str:
-        auth: Authenticator = request.app.state.auth
-        held = auth.scope_of(credentials.credentials if credentials else None)
-        if held is None:
-            raise ApiProblem(401, "unauthorized",
-                             "a valid bearer token is required: Authorization: Bearer TOKEN",
-                             headers={"WWW-Authenticate": 'Bearer realm="jobfence"'})
-        if scope not in SCOPES[held]:
-            raise ApiProblem(403, "forbidden",
-                             f"this token's scope ({held}) does not allow this; it needs "
-                             f"the {scope} scope")
-        return held
+                    _credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> str:
+        return authorize(request, scope)
 
+    check.scope = scope
     return check

@@ -1,4 +1,5 @@
-"""ASGI middleware: the request body cap, and per-request metrics and log lines."""
+"""ASGI middleware: HEAD as GET, the request body cap, and per-request metrics and log
+lines."""
 
 from __future__ import annotations
 
@@ -7,14 +8,41 @@ import time
 
 from .. import log as jlog
 from .metrics import ApiMetrics
-from .problems import problem
+from .problems import loggable_path, problem
 
 logger = logging.getLogger("jobfence.api")
 
 
-async def _send_problem(scope, receive, send, status: int, name: str, detail: str) -> None:
-    response = problem(status, name, detail, headers={"Connection": "close"})
+async def _send_problem(scope, receive, send, status: int, name: str, detail: str,
+                        **extra) -> None:
+    response = problem(status, name, detail, headers={"Connection": "close"}, **extra)
     await response(scope, receive, send)
+
+
+class HeadAsGet:
+    """Serve HEAD wherever GET is served, as HTTP requires (load balancers probe with HEAD):
+    the GET route answers, and only its status and headers are sent."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+
+        async def headers_only(message):
+            if message["type"] == "http.response.body":
+                message = {"type": "http.response.body", "body": b"",
+                           "more_body": message.get("more_body", False)}
+            await send(message)
+
+        # A copy: the server reads scope["method"] to know the answer has no body.
+        inner = dict(scope, method="GET", **{"jobfence.method": "HEAD"})
+        try:
+            await self.app(inner, receive, headers_only)
+        finally:
+            if "route" in inner:
+                scope["route"] = inner["route"]
 
 
 class BodyLimit:
@@ -37,8 +65,11 @@ class BodyLimit:
                 try:
                     length = int(value)
                 except ValueError:
-                    return await _send_problem(scope, receive, send, 400, "bad_request",
-                                               "Content-Length is not a number")
+                    return await _send_problem(
+                        scope, receive, send, 400, "bad_request",
+                        "Content-Length is not a number",
+                        errors=[{"location": "header.Content-Length",
+                                 "message": "not a number"}])
                 if length > self.max_bytes:
                     return await _send_problem(scope, receive, send, 413, "body_too_large",
                                                too_large)
@@ -100,5 +131,5 @@ class Observe:
             if logger.isEnabledFor(level):
                 # The path only: headers (the token) and bodies are never logged.
                 jlog.event(logger, level, "request", f"{scope['method']} {template} {status}",
-                           method=scope["method"], path=scope.get("path"), status=status,
+                           method=scope["method"], path=loggable_path(scope), status=status,
                            duration_ms=round(elapsed * 1000, 2))

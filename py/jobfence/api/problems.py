@@ -59,6 +59,42 @@ def problem(status: int, name: str, detail: str, *, sqlstate: str | None = None,
                     headers=headers)
 
 
+def loggable_path(scope) -> str:
+    """The request target as the client sent it, percent-encoded, with anything else
+    unprintable escaped: the decoded path would let ``%0a`` start a forged log line and
+    ``%00`` write a NUL into the log."""
+    raw = scope.get("raw_path")
+    if not isinstance(raw, (bytes, bytearray)):
+        raw = str(scope.get("path", "")).encode("utf-8", "surrogateescape")
+    text = bytes(raw[:2000]).decode("ascii", "backslashreplace")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
+def _leaf_routes(routes):
+    # An included router (mounted without a prefix here) holds the API's own routes.
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _leaf_routes(inner.routes)
+        else:
+            yield route
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette names only the first route
+    whose path matched, so a 405 for ``/jobs`` would say ``POST`` though GET is served)."""
+    path = request.scope.get("path", "")
+    methods: set[str] = set()
+    for route in _leaf_routes(request.app.router.routes):
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and regex.match(path) and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def from_jobfence(exc: JobfenceError) -> Response:
     status = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)
     detail = exc.message
@@ -88,34 +124,43 @@ def install(app) -> None:
         return from_jobfence(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError):
+    async def _invalid(_request: Request, exc: RequestValidationError):
         # 400, not FastAPI's 422: 422 is kept for what PostgreSQL refuses (an unknown kind).
         detail, errors = _validation_detail(list(exc.errors()))
-        content_type = request.headers.get("content-type", "")
-        if content_type and "json" not in content_type.lower() and any(
-                isinstance(e.get("input"), (bytes, bytearray)) for e in exc.errors()):
-            detail = (f"the body must be JSON, sent with Content-Type: application/json "
-                      f"(not {content_type[:100]})")
         return problem(400, "bad_request", detail, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException):
+    async def _http(request: Request, exc: StarletteHTTPException):
         names = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
-        return problem(exc.status_code, names.get(exc.status_code, "http_error"),
-                       str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        detail = str(exc.detail)
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            headers["Allow"] = ", ".join(allowed)
+            method = request.scope.get("jobfence.method", request.method)
+            detail = f"{method} is not served here; allowed: {', '.join(allowed)}"
+        return problem(exc.status_code, names.get(exc.status_code, "http_error"), detail,
+                       headers=headers or None)
 
     @app.exception_handler(psycopg.OperationalError)
     async def _db_down(request: Request, exc: psycopg.OperationalError):
         jlog.event(logger, logging.WARNING, "db_unavailable", "PostgreSQL unavailable",
-                   path=request.url.path, error=_first_line(exc))
+                   path=loggable_path(request.scope), error=_first_line(exc))
         return problem(503, "postgresql_unavailable", "PostgreSQL does not answer; retry later",
                        headers={"Retry-After": "1"})
 
     @app.exception_handler(psycopg.DataError)
     async def _data(_request: Request, exc: psycopg.DataError):
-        # SQLSTATE class 22 (and psycopg's own refusal of a NUL in text): the input cannot be
-        # stored, e.g. a \u0000 in a payload string, a date out of range.
-        return problem(400, "invalid_input", _first_line(exc), sqlstate=exc.sqlstate)
+        # SQLSTATE class 22: the input cannot be stored, e.g. a \u0000 in a payload string,
+        # a date out of range.
+        sqlstate, detail = exc.sqlstate, _first_line(exc)
+        if sqlstate is None and "NUL" in detail:
+            # psycopg refuses a NUL in a text parameter (kind, a key, a reason) before
+            # PostgreSQL sees it; PostgreSQL answers the same input in jsonb with 22P05.
+            sqlstate = "22P05"
+            detail = ("a string holds a NUL character (\\u0000), which PostgreSQL text "
+                      "cannot store")
+        return problem(400, "invalid_input", detail, sqlstate=sqlstate)
 
     @app.exception_handler(psycopg.errors.ProgramLimitExceeded)
     async def _limit(_request: Request, exc: psycopg.Error):
@@ -124,7 +169,7 @@ def install(app) -> None:
     @app.exception_handler(psycopg.Error)
     async def _db_error(request: Request, exc: psycopg.Error):
         jlog.event(logger, logging.ERROR, "database_error", _first_line(exc),
-                   path=request.url.path, sqlstate=exc.sqlstate)
+                   path=loggable_path(request.scope), sqlstate=exc.sqlstate)
         return problem(500, "database_error", _first_line(exc), sqlstate=exc.sqlstate)
 
 

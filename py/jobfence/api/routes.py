@@ -4,6 +4,7 @@ statements of ``jobfence.sql``: nothing here decides a job's state."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Optional
 from urllib.parse import urlencode
 
@@ -14,6 +15,7 @@ from ..aio import AsyncClient
 from ..transport import MAX_JOB_ID
 from . import schemas as s
 from .auth import ADMIN, PRODUCER, require
+from .guard import GuardedRoute, header_text
 from .problems import ApiProblem, problem
 from .render import Json, brief, event_view, job_view, links, plain
 
@@ -21,11 +23,12 @@ TERMINAL = ("done", "failed")
 MAX_WAIT = 60.0
 NOT_ENQUEUED = ("the job is committed but its signal could not be pushed to Redis: it is "
                 "enqueue_failed, and the reaper will signal it once Redis answers")
-NOT_ENQUEUED_MANY = ("the jobs are committed but their signals could not be pushed to Redis: "
-                     "they are enqueue_failed, and the reaper will signal them once Redis "
-                     "answers")
+# The SQL's rule for kind names (jobs.submit refuses others with 22023); a filter that no
+# kind can match is the same typo, and answered the same way rather than with an empty page.
+KIND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
+KIND_HINT = "Kind names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit."
 
-router = APIRouter()
+router = APIRouter(route_class=GuardedRoute)
 producer = Depends(require(PRODUCER))
 admin = Depends(require(ADMIN))
 
@@ -37,6 +40,7 @@ def _problems(*codes: int) -> dict:
                  401: "no valid bearer token", 403: "the token's scope does not allow this",
                  404: "no such job (JB002)", 409: "refused by the state machine",
                  413: "body over the cap, or payload over the kind's limit (JB004)",
+                 415: "a body that is not application/json (UTF-8)",
                  422: "unknown kind (JB005)", 503: "PostgreSQL does not answer"}
     return {code: {"model": s.Problem, "description": described[code]} for code in codes}
 
@@ -45,22 +49,37 @@ def _client(request: Request) -> AsyncClient:
     return request.app.state.client
 
 
-def _accepted(job, created: bool, enqueued: bool) -> dict:
+def _parked_ids(jobs) -> list[int]:
+    # Whether a job's signal is in Redis is its status, not whether this request pushed:
+    # a repeat of an enqueue_failed job pushes nothing and is still waiting for the reaper.
+    return [job.id for job in jobs if job.status == "enqueue_failed"]
+
+
+def _parked_detail(ids: list[int]) -> str:
+    shown = ", ".join(str(i) for i in ids[:20]) + (", ..." if len(ids) > 20 else "")
+    which = f"job {shown} is" if len(ids) == 1 else f"jobs {shown} ({len(ids)}) are"
+    return (f"committed, but the signal could not be pushed to Redis: {which} "
+            "enqueue_failed, and the reaper will signal them once Redis answers")
+
+
+def _accepted(job, created: bool) -> dict:
     body = brief(job, created)
-    body["enqueued"] = enqueued
+    body["enqueued"] = job.status != "enqueue_failed"
     body["run_after"] = job.run_after
-    if not enqueued:
+    if not body["enqueued"]:
         body["detail"] = NOT_ENQUEUED
     return body
 
 
 def _noted(request: Request, jobs) -> None:
+    """Count the jobs this request parked; pass only those it created (a repeat of a parked
+    job was counted when it was parked)."""
     parked = sum(1 for job in jobs if job.status == "enqueue_failed")
     if parked:
         request.app.state.metrics.not_enqueued.inc(parked)
 
 
-SUBMIT_ERRORS = _problems(400, 401, 403, 413, 422, 503)
+SUBMIT_ERRORS = _problems(400, 401, 403, 413, 415, 422, 503)
 
 
 @router.post("/jobs", status_code=202, response_model=None, tags=["jobs"],
@@ -70,16 +89,17 @@ SUBMIT_ERRORS = _problems(400, 401, 403, 413, 422, 503)
                         200: {"model": s.Accepted, "description": "An idempotent repeat: the "
                               "existing job (`created: false`)."}, **SUBMIT_ERRORS})
 async def submit_job(request: Request, spec: s.JobSpec,
-                     idempotency_key: Optional[str] = Header(
+                     _idempotency_key: Optional[str] = Header(
                          None, alias="Idempotency-Key",
-                         description="Unique per kind; a repeat returns the existing job."),
+                         description="Unique per kind; a repeat returns the existing job "
+                                     "(whatever its payload). UTF-8."),
                      _scope=producer):
-    submitted, enqueued = await _client(request).submit_job(
-        spec.kind, spec.payload, idempotency_key=idempotency_key, run_after=spec.run_after,
-        ordering_key=spec.ordering_key)
+    submitted, _pushed = await _client(request).submit_job(
+        spec.kind, spec.payload, idempotency_key=header_text(request, "Idempotency-Key"),
+        run_after=spec.run_after, ordering_key=spec.ordering_key)
     job = submitted.job
-    _noted(request, [job])
-    return Json(_accepted(job, submitted.created, enqueued),
+    _noted(request, [job] if submitted.created else [])
+    return Json(_accepted(job, submitted.created),
                 status_code=202 if submitted.created else 200,
                 headers={"Location": f"/jobs/{job.id}"})
 
@@ -89,11 +109,12 @@ async def submit_job(request: Request, spec: s.JobSpec,
              responses={202: {"model": s.BatchAccepted, "description": "Committed, in input "
                               "order."}, **SUBMIT_ERRORS})
 async def submit_batch(request: Request, batch: s.BatchRequest, _scope=producer):
-    submitted, enqueued = await _client(request).submit_jobs([j.spec() for j in batch.jobs])
-    _noted(request, [x.job for x in submitted])
-    body = {"jobs": [brief(x.job, x.created) for x in submitted], "enqueued": enqueued}
-    if not enqueued:
-        body["detail"] = NOT_ENQUEUED_MANY
+    submitted, _pushed = await _client(request).submit_jobs([j.spec() for j in batch.jobs])
+    _noted(request, [x.job for x in submitted if x.created])
+    parked = _parked_ids(x.job for x in submitted)
+    body = {"jobs": [brief(x.job, x.created) for x in submitted], "enqueued": not parked}
+    if parked:
+        body["detail"] = _parked_detail(parked)
     return Json(body, status_code=202)
 
 
@@ -103,10 +124,17 @@ async def submit_batch(request: Request, batch: s.BatchRequest, _scope=producer)
                         200: {"model": s.FanOutAccepted, "description": "An idempotent repeat "
                               "(the coordinator's key exists)."}, **SUBMIT_ERRORS})
 async def fan_out(request: Request, family: s.FanOutRequest, _scope=producer):
-    coordinator, children, enqueued = await _client(request).fan_out_jobs(
+    coordinator, children, _pushed = await _client(request).fan_out_jobs(
         [c.spec() for c in family.children], family.then.spec())
-    _noted(request, [coordinator.job] + children)
-    body = _accepted(coordinator.job, coordinator.created, enqueued)
+    _noted(request, [coordinator.job] + children if coordinator.created else [])
+    body = _accepted(coordinator.job, coordinator.created)
+    # The coordinator of a family is queued, waiting for its children, and needs no signal
+    # before they ended: what was parked, if anything, is children.
+    parked = _parked_ids([coordinator.job] + children)
+    body["enqueued"] = not parked
+    body.pop("detail", None)
+    if parked:
+        body["detail"] = _parked_detail(parked)
     body["children"] = [brief(c, coordinator.created) for c in children]
     return Json(body, status_code=202 if coordinator.created else 200,
                 headers={"Location": f"/jobs/{coordinator.job.id}"})
@@ -117,8 +145,9 @@ async def fan_out(request: Request, family: s.FanOutRequest, _scope=producer):
                              "it is terminal or the wait ended (the status tells)."},
                        **_problems(400, 401, 403, 404, 503)})
 async def get_job(request: Request, job_id: int = JobId,
-                  wait: float = Query(0, ge=0, le=MAX_WAIT, description="Seconds to wait for "
-                                      "the job to be done or failed (long poll)."),
+                  wait: float = Query(0, ge=0, le=MAX_WAIT, allow_inf_nan=False,
+                                      description="Seconds (0-60, a finite number) to wait "
+                                      "for the job to be done or failed (long poll)."),
                   _scope=producer):
     client = _client(request)
     job = await client.get(job_id)
@@ -159,7 +188,7 @@ async def get_children(request: Request, job_id: int = JobId, _scope=producer):
                               "it is failed now."},
                         202: {"model": s.CancelAnswer, "description": "The job is running: its "
                               "worker is told at its next heartbeat."},
-                        **_problems(400, 401, 403, 404, 409, 503)})
+                        **_problems(400, 401, 403, 404, 409, 413, 415, 503)})
 async def cancel(request: Request, job_id: int = JobId,
                  body: Optional[s.CancelRequest] = Body(None), _scope=producer):
     reason = body.reason if body is not None and body.reason is not None else "cancelled"
@@ -198,6 +227,11 @@ async def list_jobs(request: Request,
                     after: Optional[int] = Query(None, ge=1, le=MAX_JOB_ID, description="The "
                                                  "last id of the previous page."),
                     _scope=producer):
+    if kind is not None and not KIND_NAME.fullmatch(kind):
+        raise ApiProblem(400, "invalid_parameter_value",
+                         f"jobs.list_jobs: kind {kind[:200]!r} is malformed",
+                         sqlstate="22023", hint=KIND_HINT,
+                         errors=[{"location": "query.kind", "message": "malformed kind"}])
     found = await _client(request).list_jobs(kind=kind, status=status, before_id=after,
                                              max_jobs=limit)
     following = None
@@ -212,16 +246,18 @@ async def list_jobs(request: Request,
 @router.get("/queues", response_model=None, tags=["operations"],
             summary="Backlog per queue and kind (jobs.queue_depth)",
             responses={200: {"model": s.Queues, "description": "One row per queue and kind."},
-                       **_problems(401, 403, 503)})
+                       **_problems(400, 401, 403, 503)})
 async def queues(request: Request, _scope=producer):
     return Json({"queues": [plain(r) for r in await _client(request).queue_depth()]})
 
 
 @router.get("/healthz", response_model=None, tags=["operations"],
-            summary="200 when PostgreSQL and Redis answer (no token needed)",
-            responses={200: {"model": s.Health, "description": "Both answer."},
-                       503: {"model": s.Problem, "description": "The problem's `checks` "
-                             "name the server that does not answer."}})
+            summary="200 while jobs can be accepted (no token needed; HEAD too)",
+            responses={200: {"model": s.Health, "description": "PostgreSQL answers. "
+                             "`degraded: true` when Redis does not: submits still answer 202 "
+                             "(`enqueued: false`) and the reaper signals the jobs later."},
+                       503: {"model": s.Problem, "description": "PostgreSQL does not answer "
+                             "(the problem's `checks` say why)."}})
 async def healthz(request: Request):
     client = _client(request)
     checks = {}
@@ -230,21 +266,23 @@ async def healthz(request: Request):
         try:
             await asyncio.wait_for(probe(), 2.0)
             checks[name] = "ok"
+        except asyncio.TimeoutError:
+            checks[name] = "TimeoutError: no answer within 2 s"
         except Exception as exc:  # noqa: BLE001 - any failure is the answer itself
             checks[name] = f"{type(exc).__name__}: {str(exc).strip()[:200]}".rstrip(": ")
-    down = [name for name, state in checks.items() if state != "ok"]
-    if down:
-        names = {"postgresql": "PostgreSQL", "redis": "Redis"}
-        detail = (f"{names[down[0]]} does not answer" if len(down) == 1
+    if checks["postgresql"] != "ok":
+        # Without PostgreSQL nothing can be accepted or read: take this instance out.
+        detail = ("PostgreSQL does not answer" if checks["redis"] == "ok"
                   else "PostgreSQL and Redis do not answer")
-        return problem(503, "unavailable", detail, checks=checks)
-    return Json({"status": "ok", **checks})
+        return problem(503, "unavailable", detail, checks=checks, headers={"Retry-After": "1"})
+    degraded = checks["redis"] != "ok"
+    return Json({"status": "degraded" if degraded else "ok", "degraded": degraded, **checks})
 
 
 @router.get("/metrics", response_model=None, tags=["operations"],
             summary="Prometheus text: the API's requests and the SQL metrics (admin)",
             responses={200: {"content": {"text/plain": {}}, "description": "Exposition "
-                             "format 0.0.4."}, **_problems(401, 403)})
+                             "format 0.0.4."}, **_problems(400, 401, 403)})
 async def metrics(request: Request, _scope=admin):
     state = request.app.state
     text = await asyncio.to_thread(state.metrics.text, state.sql_registry)

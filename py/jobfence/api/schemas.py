@@ -90,12 +90,18 @@ class CancelRequest(BaseModel):
 
 
 # -- answers (documentation only) ------------------------------------------------------------
-class Links(BaseModel):
+class Answer(BaseModel):
+    # additionalProperties: false in the document, so a field answered but not described
+    # fails the fuzz test's response-schema check instead of going unnoticed.
+    model_config = ConfigDict(extra="forbid")
+
+
+class Links(Answer):
     self: str
     events: str
 
 
-class Accepted(BaseModel):
+class Accepted(Answer):
     id: int
     kind: str
     queue: str
@@ -108,7 +114,7 @@ class Accepted(BaseModel):
     links: Links
 
 
-class JobView(BaseModel):
+class JobView(Answer):
     id: int
     kind: str
     queue: str
@@ -132,10 +138,12 @@ class JobView(BaseModel):
     parent_id: Optional[int] = None
     pending_children: Optional[int] = None
     cancel_requested_at: Optional[datetime] = None
+    lease_timeout: Optional[float] = Field(None, description="The kind's lease, seconds.")
+    timeout: Optional[float] = Field(None, description="The kind's run-time limit, seconds.")
     links: Links
 
 
-class BatchItem(BaseModel):
+class BatchItem(Answer):
     id: int
     kind: str
     queue: str
@@ -144,7 +152,7 @@ class BatchItem(BaseModel):
     links: Links
 
 
-class BatchAccepted(BaseModel):
+class BatchAccepted(Answer):
     jobs: list[BatchItem]
     enqueued: bool
     detail: Optional[str] = None
@@ -154,7 +162,7 @@ class FanOutAccepted(Accepted):
     children: list[BatchItem]
 
 
-class EventView(BaseModel):
+class EventView(Answer):
     id: int
     job_id: int
     at: datetime
@@ -166,20 +174,20 @@ class EventView(BaseModel):
     error: Optional[str] = None
 
 
-class Events(BaseModel):
+class Events(Answer):
     events: list[EventView]
 
 
-class Children(BaseModel):
+class Children(Answer):
     children: list[JobView]
 
 
-class JobPage(BaseModel):
+class JobPage(Answer):
     jobs: list[JobView]
     next: Optional[str] = Field(description="The next page, or null after the last.")
 
 
-class CancelAnswer(BaseModel):
+class CancelAnswer(Answer):
     id: int
     accepted: bool
     status: Status
@@ -187,7 +195,7 @@ class CancelAnswer(BaseModel):
     links: Links
 
 
-class ReplayAnswer(BaseModel):
+class ReplayAnswer(Answer):
     id: int
     replayed: bool
     status: Status
@@ -195,7 +203,7 @@ class ReplayAnswer(BaseModel):
     links: Links
 
 
-class QueueRow(BaseModel):
+class QueueRow(Answer):
     queue: str
     kind: str
     queued_ready: int
@@ -207,17 +215,25 @@ class QueueRow(BaseModel):
     oldest_ready_age: Optional[float] = Field(None, description="seconds")
 
 
-class Queues(BaseModel):
+class Queues(Answer):
     queues: list[QueueRow]
 
 
-class Health(BaseModel):
-    status: Literal["ok"]
+class Health(Answer):
+    status: Literal["ok", "degraded"]
+    degraded: bool = Field(description="true: Redis does not answer; jobs are still "
+                           "accepted (202, `enqueued: false`) and signalled by the reaper.")
     postgresql: Literal["ok"]
-    redis: Literal["ok"]
+    redis: str = Field(description="`ok`, or why Redis does not answer.")
 
 
-class Problem(BaseModel):
+class ProblemError(Answer):
+    location: str = Field(description="Where: `body.jobs.3.kind`, `query.limit`, "
+                          "`header.Content-Type`, ...")
+    message: str
+
+
+class Problem(Answer):
     """RFC 9457 problem details, with the SQLSTATE when PostgreSQL refused the request."""
 
     type: str
@@ -226,3 +242,10 @@ class Problem(BaseModel):
     detail: str
     name: str
     sqlstate: Optional[str] = None
+    hint: Optional[str] = Field(None, description="PostgreSQL's HINT, when it gave one.")
+    errors: Optional[list[ProblemError]] = Field(None, description="Each problem of a "
+                                                 "request that is not well formed.")
+    checks: Optional[dict[str, str]] = Field(None, description="GET /healthz: `ok`, or why "
+                                             "a server does not answer.")
+    job_status: Optional[Status] = Field(None, description="409 of cancel or replay: the "
+                                         "status the job has.")
