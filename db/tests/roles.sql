@@ -1,7 +1,7 @@
 -- Role separation (DESIGN §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
 -- exactly their functions and get 42501 for every other one and for the tables.
 BEGIN;
-SELECT plan(139);
+SELECT plan(142);
 
 SELECT jobs.define_type('roles_t');
 
@@ -51,7 +51,8 @@ INSERT INTO calls VALUES
     ('dead_letters',           $$ SELECT * FROM jobs.dead_letters(ARRAY[0]::bigint[]) $$,                   false, false, true),
     ('compact_metrics',        $$ SELECT jobs.compact_metrics() $$,                                         false, false, true),
     ('list_jobs',              $$ SELECT * FROM jobs.list_jobs() $$,                                        true,  false, true),
-    ('queue_depth_counts',     $$ SELECT * FROM jobs.queue_depth_counts() $$,                               false, false, true);
+    ('queue_depth_counts',     $$ SELECT * FROM jobs.queue_depth_counts() $$,                               false, false, true),
+    ('audit',                  $$ SELECT * FROM jobs.audit() $$,                                            false, false, true);
 GRANT SELECT ON calls TO PUBLIC;
 
 CREATE TEMP TABLE before_counts AS

@@ -274,6 +274,11 @@ class Database:
         percentiles in seconds, SLO attainment and error budget (``jobs.metrics``)."""
         return self._all(sql.METRICS, {"since": _seconds(since)})
 
+    def audit(self, reaper_interval: float | timedelta = 5.0, examples: int = 10) -> list[dict]:
+        """One row per invariant over the recorded history (``jobs.audit``)."""
+        return self._all(sql.AUDIT, {"reaper_interval": _seconds(reaper_interval),
+                                     "examples": examples})
+
     def compact_metrics(self, max_rows: int = 10_000) -> int:
         """Fold closed minutes' shards of the rollup (the reaper, every tick)."""
         return int(self._one(sql.COMPACT_METRICS, {"max_rows": max_rows})["folded"])

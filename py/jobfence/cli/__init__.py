@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .api import api
+from .audit import audit
 from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from .jobs import cancel, demo, replay, status, submit
 from .metrics import metrics
@@ -33,5 +34,5 @@ def main(ctx: click.Context, database_url: str, redis_url: str, log_format: str,
 
 
 for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, demo, stats, top,
-                metrics, db):
+                metrics, audit, db):
     main.add_command(command)
