@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
+from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
 
@@ -66,3 +68,31 @@ def setup(fmt: str = "text", level: str = "INFO", stream=None, **static: Any) ->
 
 def event(logger: logging.Logger, level: int, name: str, msg: str, **fields: Any) -> None:
     logger.log(level, msg, extra={"event": name, "fields": fields})
+
+
+class Throttle:
+    """At most one line per key every ``every`` seconds: a fault that stays (a server away,
+    a corrupt key) must not write a line per attempt. ``allow`` answers None while a key is
+    held back, else how many were held back since its last line; ``forget`` makes the next
+    line of a key due at once (after a recovery, the next fault is news)."""
+
+    def __init__(self, every: float):
+        self.every = every
+        self._last: dict[Any, float] = {}
+        self._held: dict[Any, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def allow(self, key: Any = None) -> int | None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.every:
+                self._held[key] += 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
+
+    def forget(self, key: Any = None) -> None:
+        with self._lock:
+            self._last.pop(key, None)
+            self._held.pop(key, None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections import defaultdict
 from typing import Iterable, NamedTuple, Sequence
@@ -92,22 +91,14 @@ class KeyWarnings:
 
     def __init__(self, logger: logging.Logger, every: float = WARN_EVERY):
         self.logger = logger
-        self.every = every
-        self._last: dict[tuple[str, str], float] = {}
-        self._held: dict[tuple[str, str], int] = defaultdict(int)
-        self._lock = threading.Lock()
+        self._throttle = jlog.Throttle(every)
 
     def warn(self, event: str, message: str, key: bytes | str, error: BaseException | str,
              **fields) -> bool:
         name = key_text(key)
-        now = time.monotonic()
-        with self._lock:
-            last = self._last.get((event, name))
-            if last is not None and now - last < self.every:
-                self._held[(event, name)] += 1
-                return False
-            self._last[(event, name)] = now
-            held = self._held.pop((event, name), 0)
+        held = self._throttle.allow((event, name))
+        if held is None:
+            return False
         if held:
             fields["suppressed"] = held
         jlog.event(self.logger, logging.WARNING, event, message, key=name,

@@ -41,7 +41,7 @@ class ApiClient(AsyncClient):
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
         self._retry_at: float | None = None
         self._probing = False
-        self._last_warning = 0.0
+        self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
         self.skipped = 0
 
     @property
@@ -74,9 +74,7 @@ class ApiClient(AsyncClient):
     async def _park(self, ids: list[int]) -> None:
         await self._all(sql.MARK_ENQUEUE_FAILED, {"job_ids": ids})
         self.skipped += len(ids)
-        now = time.monotonic()
-        if now - self._last_warning >= WARN_EVERY_SECONDS:
-            self._last_warning = now
+        if self._warnings.allow() is not None:
             jlog.event(logger, logging.WARNING, "enqueue_skipped",
                        "a recent Redis push failed: parked as enqueue_failed without trying "
                        "Redis, for the reaper", job_ids=ids[:20], count=len(ids),

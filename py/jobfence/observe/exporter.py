@@ -132,7 +132,7 @@ class JobfenceCollector:
         self.scrape_errors = 0
         self._lock = threading.Lock()
         self._down_since: float | None = None
-        self._last_warning = 0.0
+        self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
 
     # -- reading ---------------------------------------------------------------------------
     def read(self) -> tuple[list[dict], dict[float, list[dict]], dict[str, float]]:
@@ -174,12 +174,9 @@ class JobfenceCollector:
             yield errors
 
     def _note_failure(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        first = self._down_since is None
-        if first:
-            self._down_since = now
-        if first or now - self._last_warning >= WARN_EVERY_SECONDS:
-            self._last_warning = now
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        if self._warnings.allow() is not None:
             jlog.event(logger, logging.WARNING, "scrape_failed",
                        "could not read PostgreSQL; answering jobfence_up 0",
                        error=_first_line(exc), reason=self._why_no_connection(exc),
@@ -202,6 +199,7 @@ class JobfenceCollector:
 
     def _note_success(self) -> None:
         if self._down_since is not None:
+            self._warnings.forget()  # the next outage is news at once
             jlog.event(logger, logging.INFO, "scrape_recovered", "PostgreSQL read again",
                        down_seconds=round(time.monotonic() - self._down_since, 1))
             self._down_since = None
