@@ -17,9 +17,12 @@ import time
 from .common import Counters, Settings, connect, figure, progress, reset
 
 SUBMIT = "SELECT id FROM jobs.submit_many(%s::jsonb)"
-CLAIM_MANY = "SELECT job_id, lease_version FROM jobs.claim_many(%s::bigint[], %s)"
-CLAIM_NEXT = "SELECT job_id, lease_version FROM jobs.claim_next(%s, ARRAY['default'], %s)"
-COMPLETE = "SELECT count(*) FILTER (WHERE accepted) FROM jobs.complete_many(%s::bigint[], %s, %s::bigint[], %s::jsonb[])"
+# The token forms, as the Python worker calls them: every lease write presents the lease
+# token its claim returned (docs/security.md).
+CLAIM_MANY = "SELECT job_id, lease_version, token FROM jobs.claim_many_with_token(%s::bigint[], %s)"
+CLAIM_NEXT = "SELECT job_id, lease_version, token FROM jobs.claim_next_with_token(%s, ARRAY['default'], %s)"
+COMPLETE = ("SELECT count(*) FILTER (WHERE accepted) FROM jobs.complete_many(%s::bigint[], %s, %s::bigint[], "
+            "%s::jsonb[], %s::uuid[])")
 CONNECTIONS = 2
 
 
@@ -77,7 +80,7 @@ class Loop(threading.Thread):
         if not leases:
             return 0
         return conn.execute(COMPLETE, ([l[0] for l in leases], self.worker, [l[1] for l in leases],
-                                       self.results[:len(leases)])).fetchone()[0]
+                                       self.results[:len(leases)], [l[2] for l in leases])).fetchone()[0]
 
     def _pipelined(self, conn) -> None:
         sql = CLAIM_MANY if self.claim == "claim_many" else CLAIM_NEXT
@@ -95,7 +98,8 @@ class Loop(threading.Thread):
                     conn.execute("BEGIN")
                     cur_d = conn.execute(COMPLETE, ([l[0] for l in to_complete], self.worker,
                                                     [l[1] for l in to_complete],
-                                                    self.results[:len(to_complete)]))
+                                                    self.results[:len(to_complete)],
+                                                    [l[2] for l in to_complete]))
                     conn.execute("COMMIT")
                 if cur_s is None and cur_c is None and cur_d is None:
                     break

@@ -2,6 +2,7 @@
 -- requires: outcome
 -- requires: release_dependents
 -- requires: tally
+-- requires: producer_policy
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.cancel(job_id bigint, reason text DEFAULT 'cancelled')
 RETURNS jobs.outcome
@@ -13,9 +14,22 @@ AS $$
 DECLARE
     target jobs.job;
     was jobs.status;
-    why text := coalesce(nullif(btrim(reason), ''), 'cancelled');
+    why text;
+    -- With producer ownership on, another role's job is "not found" (JB002): refusing it
+    -- with another code would tell a producer which ids exist. Decided before the row is
+    -- locked, so a refused call never holds another producer's job.
+    confined boolean := coalesce((SELECT p.ownership FROM jobs.producer_policy AS p), false)
+                        AND NOT pg_has_role(session_user, 'jobs_admin', 'MEMBER');
 BEGIN
-    SELECT * INTO target FROM jobs.job AS j WHERE j.id = cancel.job_id FOR UPDATE;
+    -- The reason is stored as the job's error and in its event: bounded like any other text.
+    IF octet_length(reason) > 4096 THEN
+        RAISE EXCEPTION 'jobs.cancel: reason is % bytes long; the limit is 4096', octet_length(reason)
+            USING ERRCODE = '22023', HINT = 'Pass a short reason; keep long details in your own records.';
+    END IF;
+    why := coalesce(nullif(btrim(reason), ''), 'cancelled');
+    SELECT * INTO target FROM jobs.job AS j
+     WHERE j.id = cancel.job_id AND (NOT confined OR j.submitted_by = quote_ident(session_user)::regrole)
+       FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'jobs.cancel: job % not found', job_id
             USING ERRCODE = 'JB002', HINT = 'Check the id; pruned jobs no longer exist.';
@@ -50,7 +64,7 @@ BEGIN
     RETURN (target.id, false, target.status, target.run_after, '{}'::bigint[])::jobs.outcome;
 END $$;
 COMMENT ON FUNCTION jobs.cancel(bigint, text) IS
-    'Cancel a job: queued/enqueue_failed -> failed at once; processing -> cancel requested (seen by heartbeat; fail and reap then end it as failed); terminal -> no-op, accepted = false. JB002 for an unknown job.';
+    'Cancel a job: queued/enqueue_failed -> failed at once; processing -> cancel requested (seen by heartbeat; fail and reap then end it as failed); terminal -> no-op, accepted = false. JB002 for an unknown job, and with jobs.producer_policy.ownership on for another role''s job (but for jobs_admin members). 22023 for a reason over 4096 bytes.';
 REVOKE ALL ON FUNCTION jobs.cancel(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.cancel(bigint, text) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -1,7 +1,7 @@
 -- Deploy jobfence:claimable to pg
 -- requires: job
 BEGIN;
--- The one definition of "claimable" (DESIGN §4). A view, not a function, so the planner
+-- The one definition of "claimable" (docs/design.md §4). A view, not a function, so the planner
 -- inlines it into every claim path; callers lock or update through it, which re-checks these
 -- conditions on the newest row version after a lock wait.
 -- "IS NOT DISTINCT FROM" (the same as "=" on this NOT NULL column) on purpose: it does not

@@ -16,7 +16,8 @@ DECLARE
 BEGIN
     PERFORM jobs.check_worker('jobs.complete', worker);
     SELECT * INTO answer
-      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version], '{done}', ARRAY[result], '{NULL}');
+      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version], '{done}', ARRAY[result], '{NULL}',
+                              NULL, 'jobs.complete');
     -- Raising (rather than returning accepted = false) rolls back effects the caller wrote
     -- in the same transaction.
     IF NOT answer.accepted THEN
@@ -25,7 +26,7 @@ BEGIN
     RETURN answer;
 END $$;
 COMMENT ON FUNCTION jobs.complete(bigint, text, bigint, jsonb) IS
-    'Finish a job with its result (processing -> done) if worker still holds lease_version. JB001 otherwise (nothing written), JB002 for an unknown job. wake lists jobs this made claimable.';
+    'Finish a job with its result (processing -> done) if worker still holds lease_version under the session role that claimed it. JB001 otherwise (nothing written), JB002 for an unknown job, 22023 for a result over 1 MiB. wake lists jobs this made claimable.';
 REVOKE ALL ON FUNCTION jobs.complete(bigint, text, bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.complete(bigint, text, bigint, jsonb) TO jobs_worker, jobs_admin;
 COMMIT;

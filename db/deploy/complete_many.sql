@@ -29,10 +29,10 @@ BEGIN
     SELECT * FROM jobs.finish_leases(job_ids, array_fill(worker, ARRAY[n]), lease_versions,
                                      array_fill('done'::text, ARRAY[n]),
                                      coalesce(results, array_fill(NULL::jsonb, ARRAY[n])),
-                                     array_fill(NULL::text, ARRAY[n]));
+                                     array_fill(NULL::text, ARRAY[n]), NULL, 'jobs.complete_many');
 END $$;
 COMMENT ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[]) IS
-    'Complete many jobs in one round trip. One outcome per item in input order: accepted = false (nothing written) where worker no longer holds that lease_version.';
+    'Complete many jobs in one round trip. One outcome per item in input order: accepted = false (nothing written) where worker no longer holds that lease_version under the claiming session role. 22023 (nothing written) when a result exceeds 1 MiB.';
 REVOKE ALL ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[]) TO jobs_worker, jobs_admin;
 COMMIT;

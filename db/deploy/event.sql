@@ -15,6 +15,9 @@ CREATE TABLE jobs.event (
     to_status     jobs.status NOT NULL,
     lease_version bigint NOT NULL,
     worker        text,
+    -- Who acted: the session role (session_user) of the transaction that wrote the event,
+    -- whatever worker name it claimed to be. A default, so every writer records it.
+    session_role  regrole DEFAULT to_regrole(quote_ident(session_user)),
     reason        text NOT NULL,
     error         text,
     CONSTRAINT event_reason_known CHECK (reason IN (

@@ -10,7 +10,7 @@ AS $$
     SELECT e.* FROM jobs.event AS e WHERE e.job_id = events.job_id ORDER BY e.id
 $$;
 COMMENT ON FUNCTION jobs.events(bigint) IS
-    'A job''s transition history, oldest first: from/to status, lease_version after the transition, worker, reason, error. Zero rows for an unknown job.';
+    'A job''s transition history, oldest first: from/to status, lease_version after the transition, worker (the name given), session_role (the login role that acted), reason, error. Zero rows for an unknown job.';
 REVOKE ALL ON FUNCTION jobs.events(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.events(bigint) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -25,14 +25,14 @@ BEGIN
     END IF;
     SELECT * INTO answer
       FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version],
-                              ARRAY[CASE WHEN retryable THEN 'retry' ELSE 'fatal' END], '{NULL}', ARRAY[error]);
+                              ARRAY[CASE WHEN retryable THEN 'retry' ELSE 'fatal' END], '{NULL}', ARRAY[error], NULL, 'jobs.fail');
     IF NOT answer.accepted THEN
         PERFORM jobs.raise_lease_lost('jobs.fail', job_id, worker, lease_version);
     END IF;
     RETURN answer;
 END $$;
 COMMENT ON FUNCTION jobs.fail(bigint, text, bigint, text, boolean) IS
-    'Record a failed attempt if worker still holds lease_version: back to queued after an exponential backoff while the retry budget lasts, else failed (also when not retryable or cancel was requested). JB001/JB002 as complete.';
+    'Record a failed attempt if worker still holds lease_version: back to queued after an exponential backoff while the retry budget lasts, else failed (also when not retryable or cancel was requested). JB001/JB002 as complete; 22023 for an error over 64 KiB.';
 REVOKE ALL ON FUNCTION jobs.fail(bigint, text, bigint, text, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.fail(bigint, text, bigint, text, boolean) TO jobs_worker, jobs_admin;
 COMMIT;

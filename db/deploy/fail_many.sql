@@ -39,10 +39,10 @@ BEGIN
     SELECT * FROM jobs.finish_leases(job_ids, array_fill(worker, ARRAY[n]), lease_versions,
                                      ARRAY(SELECT CASE WHEN r THEN 'retry' ELSE 'fatal' END
                                              FROM unnest(retryable) WITH ORDINALITY AS u(r, ord) ORDER BY u.ord),
-                                     array_fill(NULL::jsonb, ARRAY[n]), errors);
+                                     array_fill(NULL::jsonb, ARRAY[n]), errors, NULL, 'jobs.fail_many');
 END $$;
 COMMENT ON FUNCTION jobs.fail_many(bigint[], text, bigint[], text[], boolean[]) IS
-    'Record many failed attempts in one round trip, each as jobs.fail would. One outcome per item in input order: accepted = false (nothing written) where worker no longer holds that lease_version.';
+    'Record many failed attempts in one round trip, each as jobs.fail would. One outcome per item in input order: accepted = false (nothing written) where worker no longer holds that lease_version under the claiming session role. 22023 (nothing written) when an error exceeds 64 KiB.';
 REVOKE ALL ON FUNCTION jobs.fail_many(bigint[], text, bigint[], text[], boolean[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.fail_many(bigint[], text, bigint[], text[], boolean[]) TO jobs_worker, jobs_admin;
 COMMIT;

@@ -24,6 +24,12 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Pass {"kind": "...", "payload": {...}, "idempotency_key": "..."}.';
     END IF;
     child_count := jsonb_array_length(children);
+    -- Before the passes over the children below: each of them is work per child.
+    IF child_count > 10000 THEN
+        RAISE EXCEPTION 'jobs.fan_out: % children in one call; the limit is 10000', child_count
+            USING ERRCODE = '22023',
+                  HINT = 'Give one coordinator at most 10000 children; split larger work into several fan-outs, or let each child cover a range of items.';
+    END IF;
     -- The coordinator is created first (smaller id): a child with the coordinator's
     -- ordering_key would wait for the coordinator, which waits for the child. Forever.
     SELECT c.ordinality - 1 INTO clash
@@ -82,7 +88,7 @@ BEGIN
     RETURN coordinator;
 END $$;
 COMMENT ON FUNCTION jobs.fan_out(jsonb, jsonb) IS
-    'Fan-out/fan-in: create the children and a coordinator job atomically. The coordinator is claimable once every child is terminal (done or failed); the last child''s outcome wakes it. An idempotency_key on then_spec makes the call replay-safe.';
+    'Fan-out/fan-in: create the children and a coordinator job atomically. The coordinator is claimable once every child is terminal (done or failed); the last child''s outcome wakes it. An idempotency_key on then_spec makes the call replay-safe. At most 10000 children (more: 22023).';
 REVOKE ALL ON FUNCTION jobs.fan_out(jsonb, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.fan_out(jsonb, jsonb) TO jobs_producer, jobs_admin;
 COMMIT;

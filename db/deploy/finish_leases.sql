@@ -4,6 +4,8 @@
 -- requires: backoff_delay
 -- requires: release_dependents
 -- requires: tally
+-- requires: lease_policy
+-- requires: lease_tokens
 BEGIN;
 -- The one exit from processing, the mirror of grant_leases. complete, complete_many, fail,
 -- fail_many and reap are thin callers: this function alone owns the authority predicate,
@@ -13,9 +15,14 @@ BEGIN;
 -- retried), 'fatal' (a failure no retry can fix), 'expired' (the reaper took the lease).
 -- Returns one outcome per item, in input order; accepted = false (nothing written) where
 -- the worker no longer holds that lease_version. A repeated id is applied once: the first
--- item that holds the current lease.
+-- item that holds the current lease. tokens[i]: the lease token the caller presented (NULL:
+-- none); caller: the public function, named in errors. Except for the reaper's 'expired',
+-- an item holds its lease only from the session role that claimed it (unless
+-- lease_policy.bind_session_role is off) and with its lease token when one is given or
+-- required (lease_policy.require_lease_token).
 CREATE OR REPLACE FUNCTION jobs.finish_leases(job_ids bigint[], workers text[], lease_versions bigint[],
-                                              verdicts text[], results jsonb[], errors text[])
+                                              verdicts text[], results jsonb[], errors text[],
+                                              tokens uuid[] DEFAULT NULL, caller text DEFAULT 'jobs.reap')
 RETURNS SETOF jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -38,7 +45,32 @@ DECLARE
     decided_count integer;
     tallied integer;
     rounds integer := 0;
+    bind_role boolean;
+    require_token boolean;
+    me regrole := quote_ident(session_user)::regrole;
+    expected uuid[];
+    too_big record;
 BEGIN
+    -- Caps on what an outcome may store, checked before anything is written.
+    SELECT i.ord - 1 AS item, octet_length(i.result::text) AS result_bytes, octet_length(i.error) AS error_bytes
+      INTO too_big
+      FROM unnest(finish_leases.results, finish_leases.errors) WITH ORDINALITY AS i(result, error, ord)
+     WHERE octet_length(i.result::text) > 1048576 OR octet_length(i.error) > 65536
+     ORDER BY i.ord
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%: item %: % is % bytes, over the limit of %', caller, too_big.item,
+            CASE WHEN too_big.result_bytes > 1048576 THEN 'the result (as JSON text)' ELSE 'the error' END,
+            CASE WHEN too_big.result_bytes > 1048576 THEN too_big.result_bytes ELSE too_big.error_bytes END,
+            CASE WHEN too_big.result_bytes > 1048576 THEN '1048576 (1 MiB)' ELSE '65536 (64 KiB)' END
+            USING ERRCODE = '22023',
+                  HINT = 'Store large results elsewhere (an object-storage key) and return the reference; shorten the error. Items are numbered from 0.';
+    END IF;
+    SELECT p.bind_session_role, p.require_lease_token INTO bind_role, require_token FROM jobs.lease_policy AS p;
+    -- The token check needs only the item: computed once for the batch, and only when one is given.
+    expected := CASE WHEN EXISTS (SELECT 1 FROM unnest(finish_leases.tokens) AS t WHERE t IS NOT NULL)
+                     THEN jobs.lease_tokens(finish_leases.job_ids, finish_leases.lease_versions)
+                     ELSE array_fill(NULL::uuid, ARRAY[n]) END;
     -- No explicit row locks: the UPDATE itself waits for a concurrent writer and then
     -- re-checks its WHERE on the newest row version. A row whose facts changed meanwhile (a
     -- cancel request, a reaper's requeue) is left alone by this round and decided again in
@@ -46,10 +78,13 @@ BEGIN
     LOOP
         rounds := rounds + 1;
         WITH input AS (
-            SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord
+            SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord,
+                   i.verdict = 'expired'
+                   OR CASE WHEN i.token IS NULL THEN NOT require_token ELSE i.token = i.expected END AS token_ok
               FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
-                          finish_leases.verdicts, finish_leases.results, finish_leases.errors)
-                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, ord)
+                          finish_leases.verdicts, finish_leases.results, finish_leases.errors,
+                          coalesce(finish_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected)
+                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, token, expected, ord)
              WHERE pending IS NULL OR i.ord = ANY (pending)
         ), decided AS (
             -- The authority predicate, and the next-state rule (reliability contract §4;
@@ -81,7 +116,11 @@ BEGIN
                       AND j.status IS NOT DISTINCT FROM 'processing'
                       AND j.owned_by = i.worker
                       AND j.lease_version = i.lease_version
+                      -- Who may write: the claiming session role (one lease_version has one
+                      -- claim, so the UPDATE's lease_version re-check covers it too).
+                      AND (i.verdict = 'expired' OR NOT bind_role OR j.claim_role = me)
                     LIMIT 1) AS cur
+             WHERE i.token_ok
              ORDER BY i.id, i.ord
         ), finished AS (
             UPDATE jobs.job AS j
@@ -91,6 +130,7 @@ BEGIN
                    retry_count = j.retry_count + CASE WHEN d.verdict = 'done' THEN 0 ELSE 1 END,
                    -- done keeps who finished it and when it started; failed and requeued clear them.
                    owned_by = CASE WHEN d.verdict = 'done' THEN j.owned_by END,
+                   claim_role = CASE WHEN d.verdict = 'done' THEN j.claim_role END,
                    claimed_at = CASE WHEN d.verdict = 'done' THEN j.claimed_at END,
                    lease_expires_at = NULL,
                    lease_version = j.lease_version + CASE WHEN d.next_status = 'queued' THEN 1 ELSE 0 END,
@@ -119,8 +159,8 @@ BEGIN
                       d.worker, d.reason, d.verdict, d.error, d.ord,
                       j.kind, j.due_at, d.claimed_at, d.retry_count
         ), logged AS (
-            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
-            SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, f.reason,
+            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason, error)
+            SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, me, f.reason,
                    CASE WHEN f.verdict <> 'done' THEN f.error END
               FROM finished AS f
         )
@@ -173,7 +213,7 @@ BEGIN
       LEFT JOIN wake AS wk ON wk.source_id = i.id
      ORDER BY i.ord;
 END $$;
-COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[]) IS
-    'Internal: the one exit from processing (done, retry with backoff, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease; one outcome per item. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[]) FROM PUBLIC;
+COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text) IS
+    'Internal: the one exit from processing (done, retry with backoff, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text) FROM PUBLIC;
 COMMIT;

@@ -15,6 +15,10 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_nestloop = off
 AS $$
+DECLARE
+    -- Who claims: the session's login role, not the worker name it gives (any caller can
+    -- give any name). Inside a SECURITY DEFINER function current_user is the owner.
+    me regrole := quote_ident(session_user)::regrole;
 BEGIN
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
     RETURN QUERY
@@ -28,6 +32,7 @@ BEGIN
         UPDATE jobs.claimable AS j
            SET status = 'processing',
                owned_by = grant_leases.worker,
+               claim_role = me,
                lease_version = j.lease_version + 1,
                claimed_at = now(),
                lease_expires_at = now() + least(j.lease_timeout, j.timeout),
@@ -35,8 +40,8 @@ BEGIN
          WHERE j.id = ANY (grant_leases.job_ids)
         RETURNING j.*
     ), logged AS (
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
-        SELECT c.id, now(), 'queued', 'processing', c.lease_version, c.owned_by, 'claimed'
+        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason)
+        SELECT c.id, now(), 'queued', 'processing', c.lease_version, c.owned_by, me, 'claimed'
           FROM claimed AS c
     ), tallied AS (
         -- Queue wait is measured on a job's first claim (lease_version 1) only, from when it
@@ -51,6 +56,6 @@ BEGIN
      ORDER BY c.id;
 END $$;
 COMMENT ON FUNCTION jobs.grant_leases(bigint[], text) IS
-    'Internal: move those of the given jobs that are claimable now to processing for worker and log the claims. Not granted to any role.';
+    'Internal: move those of the given jobs that are claimable now to processing for worker (recording the session role as claim_role) and log the claims. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text) FROM PUBLIC;
 COMMIT;

@@ -33,6 +33,13 @@ BEGIN
     IF n = 0 THEN
         RETURN;
     END IF;
+    -- Bounded work per statement: 100,000 specs held a backend for tens of seconds and
+    -- hundreds of MB. Checked before any spec is looked at.
+    IF n > 10000 THEN
+        RAISE EXCEPTION '%: % job specs in one call; the limit is 10000', caller, n
+            USING ERRCODE = '22023',
+                  HINT = 'Split the batch into calls of at most 10000 specs (in one transaction to keep it all or nothing).';
+    END IF;
 
     -- Every rule a spec must pass, in the order they are reported: the first broken rule of
     -- the first bad spec (in spec order) is the error, and nothing is written.
@@ -52,11 +59,23 @@ BEGIN
                        WHEN e.spec ->> 'ordering_key' = '' OR octet_length(e.spec ->> 'ordering_key') > 1000 THEN 'ordering_key_length'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'run_after'), 'null') NOT IN ('string', 'null') THEN 'run_after_type'
                        -- infinity would never come due; -infinity is merely in the past (now(), below).
+                       -- The bound keeps run_after readable by every client: Python's datetime
+                       -- ends at year 9999, and a reader's time zone (up to +15:59) may add a day.
                        WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
-                        AND coalesce(jobs.parse_timestamptz(e.spec ->> 'run_after') = 'infinity', true) THEN 'run_after_value'
+                        AND coalesce(jobs.parse_timestamptz(e.spec ->> 'run_after') >= '9999-12-30T00:00:00Z', true) THEN 'run_after_value'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'notify'), 'null') NOT IN ('boolean', 'null') THEN 'notify_type'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
                        WHEN octet_length(coalesce(nullif(e.spec -> 'payload', 'null'), '{}')::text) > t.max_payload_bytes THEN 'payload_size'
+                       -- Clients parse payloads recursively (Python's json stops near 1000 levels).
+                       -- Every nested object or array carries its own 4-byte header in jsonb, so
+                       -- a spec holding more than 64 levels takes at least 260 bytes: smaller
+                       -- specs (most) skip the walk, at the cost of reading a length. The walk
+                       -- descends at most 64 levels, so it cannot hit PostgreSQL's stack limit
+                       -- (54001) however deep the payload is.
+                       WHEN pg_column_size(e.spec) >= 260
+                        AND jsonb_path_exists(coalesce(nullif(e.spec -> 'payload', 'null'), '{}'),
+                                              'strict $.**{64} ? (@.type() == "object" || @.type() == "array")')
+                       THEN 'payload_depth'
                    END AS problem
               FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
               LEFT JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind') AS c
@@ -75,6 +94,10 @@ BEGIN
                 at_, octet_length((bad.spec -> 'payload')::text), bad.limit_bytes, bad.spec ->> 'kind'
                 USING ERRCODE = 'JB004',
                       HINT = 'Pass a reference (an id or an object-storage key) and load the data when the job runs.';
+        ELSIF bad.problem = 'payload_depth' THEN
+            RAISE EXCEPTION '%: payload is nested deeper than 64 levels', at_
+                USING ERRCODE = 'JB004',
+                      HINT = 'Flatten the payload, or pass a reference (an id or an object-storage key) and load the data when the job runs.';
         ELSIF bad.problem = 'not_object' THEN
             RAISE EXCEPTION '%: a job spec must be a JSON object, got %', at_, jsonb_typeof(bad.spec)
                 USING ERRCODE = '22023', HINT = 'Each element looks like {"kind": "...", "payload": {...}}.';
@@ -110,8 +133,9 @@ BEGIN
             RAISE EXCEPTION '%: run_after must be a timestamp string or null', at_
                 USING ERRCODE = '22023', HINT = 'Use ISO 8601 with a zone, e.g. "2030-01-01T09:00:00Z".';
         ELSIF bad.problem = 'run_after_value' THEN
-            RAISE EXCEPTION '%: run_after % is not a finite timestamp', at_, bad.spec -> 'run_after'
-                USING ERRCODE = '22023', HINT = 'Use ISO 8601 with a zone, e.g. "2030-01-01T09:00:00Z".';
+            RAISE EXCEPTION '%: run_after % is not a timestamp before 9999-12-30T00:00:00Z', at_, bad.spec -> 'run_after'
+                USING ERRCODE = '22023',
+                      HINT = 'Use ISO 8601 with a zone offset within +-15:59, e.g. "2030-01-01T09:00:00Z".';
         ELSE
             RAISE EXCEPTION '%: notify must be a boolean', at_
                 USING ERRCODE = '22023', HINT = 'Pass false when your driver pushes the id itself.';

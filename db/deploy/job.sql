@@ -17,6 +17,9 @@ CREATE TABLE jobs.job (
     claimed_at          timestamptz,
     finished_at         timestamptz,
     owned_by            text,
+    -- The session role (session_user) that claimed the current lease: the writes that follow
+    -- must come from it (jobs.settings.bind_session_role). An oid, 4 bytes on the hot row.
+    claim_role          regrole,
     lease_version       bigint NOT NULL DEFAULT 0,
     retry_count         integer NOT NULL DEFAULT 0,
     max_retries         integer NOT NULL,
@@ -35,6 +38,9 @@ CREATE TABLE jobs.job (
     parent_id           bigint REFERENCES jobs.job (id) ON DELETE SET NULL,
     pending_children    integer NOT NULL DEFAULT 0,
     cancel_requested_at timestamptz,
+    -- The submitting login role: session_user, since current_user inside the SECURITY DEFINER
+    -- functions is their owner. jobs.producer_policy can confine producers to their own jobs.
+    submitted_by        regrole NOT NULL DEFAULT quote_ident(session_user)::regrole,
     CONSTRAINT job_lease_version_nonnegative CHECK (lease_version >= 0),
     CONSTRAINT job_retry_count_nonnegative CHECK (retry_count >= 0),
     CONSTRAINT job_pending_children_nonnegative CHECK (pending_children >= 0),

@@ -7,7 +7,8 @@ BEGIN;
 -- index (failed, enqueue_failed, queued, processing are small next to done); done and "any"
 -- walk the primary key backwards.
 CREATE OR REPLACE FUNCTION jobs.list_jobs(kind text DEFAULT NULL, status jobs.status DEFAULT NULL,
-                                          before_id bigint DEFAULT NULL, max_jobs integer DEFAULT 100)
+                                          before_id bigint DEFAULT NULL, max_jobs integer DEFAULT 100,
+                                          queue text DEFAULT NULL)
 RETURNS SETOF jobs.job
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -23,31 +24,37 @@ BEGIN
     IF status IS NULL THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'failed' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'failed' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'queued' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'queued' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'processing' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'processing' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'enqueue_failed' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'enqueue_failed' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSE
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'done' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
                       ORDER BY j.id DESC LIMIT max_jobs;
     END IF;
 END $$;
-COMMENT ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer) IS
-    'Jobs newest first, optionally of one kind and one status, at most max_jobs (1-1000) with id < before_id: keyset pages. Granted to jobs_producer and jobs_admin.';
-REVOKE ALL ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer) TO jobs_producer, jobs_admin;
+COMMENT ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text) IS
+    'Jobs newest first, optionally of one kind, one status and one queue, at most max_jobs (1-1000) with id < before_id: keyset pages. Granted to jobs_producer and jobs_admin.';
+REVOKE ALL ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -11,7 +11,9 @@ SET jit = off
 AS $$
 BEGIN
     RETURN value::timestamptz;
-EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value THEN
+-- The whole class 22: besides bad formats and out-of-range fields, an offset beyond +-15:59
+-- raises 22009 and an unknown zone 22023; each is "not a timestamp" to the caller.
+EXCEPTION WHEN data_exception THEN
     RETURN NULL;
 END $$;
 COMMENT ON FUNCTION jobs.parse_timestamptz(text) IS

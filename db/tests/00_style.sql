@@ -1,10 +1,10 @@
 -- Style tests: catalog checks that keep the rules true for every function in schema jobs,
--- present and future (DESIGN §4 "Every function", STYLE.md), plus the exact public surface:
+-- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(79);
+SELECT plan(80);
 
--- The public API of DESIGN §4 plus the internal helpers of docs/decisions.md.
+-- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
 INSERT INTO expected_fn VALUES
     ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric)', 'jobs.job_type',
@@ -38,7 +38,20 @@ INSERT INTO expected_fn VALUES
     ('jobs.transitions()', 'TABLE(reason text, from_status jobs.status, to_status jobs.status, bumps_lease_version boolean)', '{reason,from_status,to_status,bumps_lease_version}', true),
     ('jobs.check_worker(text,text)', NULL, NULL, false),
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
-    ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[])', NULL, NULL, false),
+    ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text)', NULL, NULL, false),
+    ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),
+    ('jobs.extend_leases(bigint[],text,bigint[],uuid[])', NULL, NULL, false),
+    ('jobs.claim_with_token(bigint,text)', 'setof jobs.lease_grant', '{job_id,worker}', true),
+    ('jobs.claim_many_with_token(bigint[],text)', 'setof jobs.lease_grant', '{job_ids,worker}', true),
+    ('jobs.claim_next_with_token(text,text[],integer)', 'setof jobs.lease_grant', '{worker,queues,max_jobs}', true),
+    ('jobs.heartbeat(bigint,text,bigint,uuid)', 'jobs.heartbeat', '{job_id,worker,lease_version,token}', true),
+    ('jobs.complete(bigint,text,bigint,jsonb,uuid)', 'jobs.outcome', '{job_id,worker,lease_version,result,token}', true),
+    ('jobs.complete_many(bigint[],text,bigint[],jsonb[],uuid[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,results,tokens}', true),
+    ('jobs.fail(bigint,text,bigint,text,boolean,uuid)', 'jobs.outcome', '{job_id,worker,lease_version,error,retryable,token}', true),
+    ('jobs.fail_many(bigint[],text,bigint[],text[],boolean[],uuid[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,errors,retryable,tokens}', true),
+    ('jobs.heartbeat_many(bigint[],text,bigint[],uuid[])', 'TABLE(job_id bigint, held boolean, alive boolean, cancel_requested boolean, lease_expires_at timestamp with time zone)', '{job_ids,worker,lease_versions,tokens,job_id,held,alive,cancel_requested,lease_expires_at}', true),
+    ('jobs.configure_producers(boolean)', 'TABLE(producer_ownership boolean, updated_at timestamp with time zone)', '{ownership,producer_ownership,updated_at}', true),
+    ('jobs.configure_leases(boolean,boolean)', 'TABLE(session_role_bound boolean, lease_token_required boolean, updated_at timestamp with time zone)', '{bind_session_role,require_lease_token,session_role_bound,lease_token_required,updated_at}', true),
     ('jobs.raise_lease_lost(text,bigint,text,bigint)', NULL, NULL, false),
     ('jobs.backoff_delay(integer,interval,interval)', NULL, NULL, false),
     ('jobs.grant_leases(bigint[],text)', NULL, NULL, false),
@@ -48,7 +61,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.compact_metrics(integer)', 'integer', '{max_rows}', true),
     ('jobs.audit(interval,integer)', 'TABLE(check_name text, violations bigint, example_job_ids bigint[], description text)', '{reaper_interval,examples,check_name,violations,example_job_ids,description}', true),
     ('jobs.queue_depth_counts()', 'TABLE(queue text, kind text, queued_ready bigint, queued_delayed bigint, queued_blocked bigint, processing bigint, processing_expired bigint, enqueue_failed bigint, oldest_ready_age double precision)', '{queue,kind,queued_ready,queued_delayed,queued_blocked,processing,processing_expired,enqueue_failed,oldest_ready_age}', true),
-    ('jobs.list_jobs(text,jobs.status,bigint,integer)', 'setof jobs.job', '{kind,status,before_id,max_jobs}', true),
+    ('jobs.list_jobs(text,jobs.status,bigint,integer,text)', 'setof jobs.job', '{kind,status,before_id,max_jobs,queue}', true),
     ('jobs.dead_letters(bigint[])', 'TABLE(id bigint, kind text, queue text, error text, retry_count integer, max_retries integer, reason text, finished_at timestamp with time zone)', '{job_ids,id,kind,queue,error,retry_count,max_retries,reason,finished_at}', true),
     ('jobs.tally(text[],text[],boolean[],double precision[],double precision[],double precision[],integer[],bigint[])', NULL, NULL, false),
     ('jobs.histogram_from(integer[],integer[])', NULL, NULL, false),
@@ -91,7 +104,7 @@ SELECT is_empty($$ SELECT f.signature, a.grantee::regrole
                     WHERE a.grantee <> f.proowner $$,
                 'style: internal helper functions are granted to no role');
 
--- Never a bare RAISE (P0001): every RAISE EXCEPTION carries its own ERRCODE and a HINT (DESIGN §5).
+-- Never a bare RAISE (P0001): every RAISE EXCEPTION carries its own ERRCODE and a HINT (docs/design.md §5).
 SELECT is_empty($$ SELECT f.signature FROM jobs_fn AS f JOIN pg_proc AS p ON p.oid = f.oid
                     WHERE regexp_count(p.prosrc, '\mRAISE\s+EXCEPTION\M', 1, 'i')
                           <> regexp_count(p.prosrc, '\mERRCODE\s*=\s*''(JB00[1-5]|22023)''', 1, 'i')
@@ -158,7 +171,7 @@ SELECT has_function('jobs', 'get', ARRAY['bigint'], 'style: jobs.get(bigint) exi
 SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigint) exists');
 SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
 
--- return types as in DESIGN §4.
+-- return types as in docs/design.md §4.
 SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
 SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
@@ -181,7 +194,7 @@ SELECT function_returns('jobs', 'get', ARRAY['bigint'], 'jobs.job', 'style: get 
 SELECT function_returns('jobs', 'events', ARRAY['bigint'], 'setof jobs.event', 'style: events returns SETOF jobs.event');
 SELECT function_returns('jobs', 'children', ARRAY['bigint'], 'setof jobs.job', 'style: children returns SETOF jobs.job');
 
--- plain parameter names (named notation reads well), as in DESIGN §4.
+-- plain parameter names (named notation reads well), as in docs/design.md §4.
 SELECT is_empty($$ SELECT e.signature, p.proargnames
                      FROM expected_fn AS e
                      LEFT JOIN pg_proc AS p ON p.oid = to_regprocedure(e.signature)
@@ -224,15 +237,19 @@ SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.signal'),
 SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.heartbeat'),
           ARRAY['alive boolean', 'cancel_requested boolean', 'lease_expires_at timestamp with time zone'],
           'style: jobs.heartbeat is (alive, cancel_requested, lease_expires_at)');
+SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.lease_grant'),
+          ARRAY['job_id bigint', 'lease_version bigint', 'kind text', 'queue text', 'payload jsonb', 'attempt integer',
+                'lease_expires_at timestamp with time zone', 'timeout_at timestamp with time zone', 'token uuid'],
+          'style: jobs.lease_grant is jobs.lease''s attributes followed by token uuid');
 SELECT set_eq($$ SELECT type_name FROM type_attrs
                   WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
-                                          'jobs.metric_minute', 'jobs.queue_depth') $$,
-              ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat'],
-              'style: the standalone composite types are exactly lease, outcome, signal and heartbeat');
+                                          'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy') $$,
+              ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat', 'jobs.lease_grant'],
+              'style: the standalone composite types are exactly lease, outcome, signal, heartbeat and lease_grant');
 
--- the tables carry the contract's columns (DESIGN §3).
+-- the tables carry the contract's columns (docs/design.md §3).
 SELECT columns_are('jobs', 'event',
-    ARRAY['id', 'job_id', 'at', 'from_status', 'to_status', 'lease_version', 'worker', 'reason', 'error'],
+    ARRAY['id', 'job_id', 'at', 'from_status', 'to_status', 'lease_version', 'worker', 'session_role', 'reason', 'error'],
     'style: jobs.event has exactly the contract''s columns');
 SELECT is_empty($$ SELECT c FROM unnest(ARRAY['id', 'kind', 'queue', 'payload', 'status', 'result', 'error', 'created_at',
                       'updated_at', 'claimed_at', 'finished_at', 'owned_by', 'lease_version', 'retry_count', 'max_retries',

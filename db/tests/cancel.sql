@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.cancel(job_id, reason): queued/enqueue_failed -> failed; processing -> flag only; terminal -> no-op.
--- Contract: DESIGN.md §2 (queued / enqueue_failed -> failed by cancel; cancel honoured), §3 (reasons
+-- Contract: docs/design.md §2 (queued / enqueue_failed -> failed by cancel; cancel honoured), §3 (reasons
 -- cancelled, cancel_requested), §4 (cancel semantics, outcome), §5 (JB002), docs/decisions.md (repeat cancel).
 BEGIN;
 SELECT plan(31);

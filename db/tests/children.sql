@@ -1,5 +1,5 @@
 -- jobs.children: a fan-in coordinator's children by id with their status, result and error;
--- zero rows for a job without children or an unknown id (DESIGN §4, decisions).
+-- zero rows for a job without children or an unknown id (docs/design.md §4, decisions).
 BEGIN;
 SELECT plan(10);
 

@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.claim(job_id, worker): queued -> processing for one job, zero rows when not claimable.
--- Contract: DESIGN.md §2 (queued -> processing, lease_version += 1), §4 (claimable, lease), §5.
+-- Contract: docs/design.md §2 (queued -> processing, lease_version += 1), §4 (claimable, lease), §5.
 BEGIN;
 SELECT plan(45);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).

@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.claim_many(job_ids, worker): claims those of the ids that are claimable now, skips the rest.
--- Contract: DESIGN.md §2 (queued -> processing), §4 (claimable; SETOF jobs.lease), §5.
+-- Contract: docs/design.md §2 (queued -> processing), §4 (claimable; SETOF jobs.lease), §5.
 BEGIN;
 SELECT plan(21);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).

@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.claim_next(worker, queues, max_jobs): poll for claimable jobs without Redis.
--- Contract: DESIGN.md §4 (claim_next: queues, max_jobs, SKIP LOCKED; claimable), §2, §5.
+-- Contract: docs/design.md §4 (claim_next: queues, max_jobs, SKIP LOCKED; claimable), §2, §5.
 BEGIN;
 SELECT plan(27);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).

@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.complete(job_id, worker, lease_version, result): processing -> done under the authority predicate.
--- Contract: DESIGN.md §2 (processing -> done, authority predicate, JB001), §4 (outcome, wake), §5, §8.2.
+-- Contract: docs/design.md §2 (processing -> done, authority predicate, JB001), §4 (outcome, wake), §5, §8.2.
 BEGIN;
 SELECT plan(40);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).

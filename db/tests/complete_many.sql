@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.complete_many(job_ids, worker, lease_versions, results): per-item processing -> done.
--- Contract: DESIGN.md §2 (authority predicate per item, accepted = false), §4 (outcome, wake), §5, §8.2.
+-- Contract: docs/design.md §2 (authority predicate per item, accepted = false), §4 (outcome, wake), §5, §8.2.
 BEGIN;
 SELECT plan(30);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).

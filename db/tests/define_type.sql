@@ -1,5 +1,5 @@
 -- jobs.define_type: defaults, upsert replacing the whole definition, validation (22023, nothing
--- changed), and a changed definition applying to new jobs only (DESIGN §3, decisions "Names").
+-- changed), and a changed definition applying to new jobs only (docs/design.md §3, decisions "Names").
 BEGIN;
 SELECT plan(60);
 

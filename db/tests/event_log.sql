@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.event: every transition appends exactly one event with the right fields; nothing else does.
--- Contract: DESIGN.md §2 (transition table), §3 (event columns, lease_version after the transition,
+-- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
 SELECT plan(40);

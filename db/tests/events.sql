@@ -1,5 +1,5 @@
 -- jobs.events: a job's transition history, oldest first, with from/to status, lease_version after
--- the transition, worker, reason and error; zero rows for an unknown id (DESIGN §3, decisions).
+-- the transition, worker, reason and error; zero rows for an unknown id (docs/design.md §3, decisions).
 BEGIN;
 SELECT plan(12);
 

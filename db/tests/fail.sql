@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.fail(job_id, worker, lease_version, error, retryable): processing -> queued (budget left) or failed.
--- Contract: DESIGN.md §2 (retry rule, authority predicate), §3 (reasons retried/exhausted/failed/cancelled),
+-- Contract: docs/design.md §2 (retry rule, authority predicate), §3 (reasons retried/exhausted/failed/cancelled),
 -- §4 (cancel honoured even when retryable, outcome.wake), §5, §8.
 BEGIN;
 SELECT plan(47);

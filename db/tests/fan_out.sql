@@ -1,7 +1,7 @@
 -- jobs.fan_out: coordinator and children created atomically; the coordinator is claimable only
 -- once every child is terminal (done or failed); the last child's outcome wakes it exactly once;
 -- replay-safe through then_spec's idempotency_key; replaying a child re-blocks a coordinator
--- that has not run (DESIGN §4, decisions "Ordering keys and fan-in").
+-- that has not run (docs/design.md §4, decisions "Ordering keys and fan-in").
 BEGIN;
 SELECT plan(58);
 

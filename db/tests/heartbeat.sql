@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.heartbeat(job_id, worker, lease_version): extend a held lease, report alive / cancel_requested.
--- Contract: DESIGN.md §2 (authority predicate), §4 (heartbeat: never past claimed_at + timeout,
+-- Contract: docs/design.md §2 (authority predicate), §4 (heartbeat: never past claimed_at + timeout,
 -- alive = false once reached, expired-but-unreaped lease still succeeds), §5 (JB001, JB002, 22023).
 BEGIN;
 SELECT plan(38);

@@ -1,4 +1,4 @@
--- DESIGN §8 invariants in SQL over a short end-to-end run touching every transition of §2:
+-- docs/design.md §8 invariants in SQL over a short end-to-end run touching every transition of §2:
 -- every event sequence is a path of the transition table, lease_version never decreases, at
 -- most one accepted completion, a stale lease never writes, duplicate signals are no-ops.
 BEGIN;

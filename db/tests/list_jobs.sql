@@ -1,7 +1,7 @@
--- pgTAP tests for jobs.list_jobs(kind, status, before_id, max_jobs): keyset pages of jobs,
+-- pgTAP tests for jobs.list_jobs(kind, status, before_id, max_jobs, queue): keyset pages of jobs,
 -- newest first. Contract: docs/sql-api.md (list_jobs).
 BEGIN;
-SELECT plan(12);
+SELECT plan(15);
 \ir helpers/lease_helpers.psql
 
 DO $$ BEGIN
@@ -15,6 +15,8 @@ DO $$ BEGIN
     PERFORM pg_temp.running('done', 'tl.a', 'w1');
     PERFORM jobs.complete(pg_temp.id('done'), 'w1', 1, '{}');
     PERFORM jobs.mark_enqueue_failed(ARRAY[pg_temp.id('b3')]);
+    PERFORM jobs.define_type('tl.c', queue => 'tl-other');
+    PERFORM pg_temp.job('c1', 'tl.c');
 END $$;
 
 SELECT is(ARRAY(SELECT id FROM jobs.list_jobs()), ARRAY(SELECT id FROM jobs.job ORDER BY id DESC),
@@ -31,6 +33,11 @@ SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(status => 'done')), ARRAY[pg_temp.
 SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(status => 'enqueue_failed')), ARRAY[pg_temp.id('b3')], 'list_jobs: status enqueue_failed');
 SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(kind => 'tl.b', status => 'queued')), ARRAY[pg_temp.id('b2'), pg_temp.id('b1')],
           'list_jobs: kind and status together');
+SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(queue => 'tl-other')), ARRAY[pg_temp.id('c1')], 'list_jobs: one queue');
+SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(queue => 'tl-other', status => 'queued')), ARRAY[pg_temp.id('c1')],
+          'list_jobs: queue and status together');
+SELECT is((SELECT count(*) FROM jobs.list_jobs(queue => 'default', kind => 'tl.c')), 0::bigint,
+          'list_jobs: queue and kind together (tl.c is not in default)');
 SELECT is((SELECT count(*) FROM jobs.list_jobs(kind => 'tl.nosuch')), 0::bigint, 'list_jobs: an unknown kind is an empty page');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.list_jobs(max_jobs => 0) $$), '22023 jobs.list_jobs hint=true', 'list_jobs: max_jobs 0 -> 22023');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.list_jobs(max_jobs => 1001) $$), '22023 jobs.list_jobs hint=true', 'list_jobs: max_jobs 1001 -> 22023');

@@ -1,5 +1,5 @@
 -- jobs.mark_enqueue_failed: queued -> enqueue_failed for the ids still queued; the rest
--- (claimed, finished, unknown) are skipped; returns the count (DESIGN §2, §4).
+-- (claimed, finished, unknown) are skipped; returns the count (docs/design.md §2, §4).
 BEGIN;
 SELECT plan(20);
 

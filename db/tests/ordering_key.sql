@@ -1,7 +1,7 @@
 -- Ordering keys: a job is not claimable while an older unfinished job (queued, processing,
 -- enqueue_failed) with the same key exists, through claim, claim_many and claim_next; when that
 -- job ends the outcome's wake names the next; ordering holds through retries and reaps; cancel
--- of the head wakes the next (DESIGN §4 "Claimable", decisions "Ordering keys and fan-in").
+-- of the head wakes the next (docs/design.md §4 "Claimable", decisions "Ordering keys and fan-in").
 BEGIN;
 SELECT plan(45);
 

@@ -1,5 +1,5 @@
 -- jobs.prune: deletes only done/failed jobs whose finished_at is older than the cutoff, with
--- their events; a child is kept while its coordinator is kept; returns the count (DESIGN §4,
+-- their events; a child is kept while its coordinator is kept; returns the count (docs/design.md §4,
 -- decisions "Ordering keys and fan-in").
 BEGIN;
 SELECT plan(26);

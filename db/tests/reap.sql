@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.reap(max_jobs): expired leases -> queued at once (budget left) or failed.
--- Contract: DESIGN.md §2 (processing -> queued/failed by reap, no backoff, error 'lease expired';
+-- Contract: docs/design.md §2 (processing -> queued/failed by reap, no backoff, error 'lease expired';
 -- queued/enqueue_failed -> failed when retry_count > max_retries), §4 (signal rows, cancel), §5.
 BEGIN;
 SELECT plan(30);

@@ -1,5 +1,5 @@
 -- jobs.recover_enqueue_failed: enqueue_failed -> queued for up to max_jobs jobs, oldest id first,
--- returning (job_id, queue, run_after) signals to push again (DESIGN §2, §4).
+-- returning (job_id, queue, run_after) signals to push again (docs/design.md §2, §4).
 BEGIN;
 SELECT plan(20);
 

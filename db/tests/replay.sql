@@ -1,5 +1,5 @@
 -- pgTAP tests for jobs.replay(job_id): dead-letter re-drive, failed -> queued; done -> false (no-op); others JB003.
--- Contract: DESIGN.md §2 (failed -> queued: retry_count = 0, lease_version += 1), §3 (reason replayed),
+-- Contract: docs/design.md §2 (failed -> queued: retry_count = 0, lease_version += 1), §3 (reason replayed),
 -- §4 (replay RETURNS boolean), §5 (JB002, JB003), §8.4, docs/decisions.md (fan-in counter).
 BEGIN;
 SELECT plan(33);

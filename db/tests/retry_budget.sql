@@ -1,5 +1,5 @@
 -- pgTAP tests for retry arithmetic end to end: budget, backoff bounds, reaped jobs.
--- Contract: DESIGN.md §2 (retry rule: max_retries 3 = at most 4 attempts; backoff; reaped jobs requeue
+-- Contract: docs/design.md §2 (retry rule: max_retries 3 = at most 4 attempts; backoff; reaped jobs requeue
 -- at once with error 'lease expired'), §3 (max_retries copied at submit), §4 (backoff formula).
 BEGIN;
 SELECT plan(32);

@@ -1,7 +1,7 @@
--- Role separation (DESIGN §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
+-- Role separation (docs/design.md §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
 -- exactly their functions and get 42501 for every other one and for the tables.
 BEGIN;
-SELECT plan(142);
+SELECT plan(175);
 
 SELECT jobs.define_type('roles_t');
 
@@ -52,7 +52,20 @@ INSERT INTO calls VALUES
     ('compact_metrics',        $$ SELECT jobs.compact_metrics() $$,                                         false, false, true),
     ('list_jobs',              $$ SELECT * FROM jobs.list_jobs() $$,                                        true,  false, true),
     ('queue_depth_counts',     $$ SELECT * FROM jobs.queue_depth_counts() $$,                               false, false, true),
-    ('audit',                  $$ SELECT * FROM jobs.audit() $$,                                            false, false, true);
+    ('audit',                  $$ SELECT * FROM jobs.audit() $$,                                            false, false, true),
+    -- Lease binding: the claims that hand out a lease token, the writes that take one
+    -- (overloads: "name#token"), and the admin switch.
+    ('claim_with_token',       $$ SELECT * FROM jobs.claim_with_token(0, 'w') $$,                           false, true,  true),
+    ('claim_many_with_token',  $$ SELECT * FROM jobs.claim_many_with_token(ARRAY[0]::bigint[], 'w') $$,     false, true,  true),
+    ('claim_next_with_token',  $$ SELECT * FROM jobs.claim_next_with_token('w', ARRAY['no-such-queue']) $$, false, true,  true),
+    ('heartbeat#token',        $$ SELECT jobs.heartbeat(0, 'w', 1, gen_random_uuid()) $$,                   false, true,  true),
+    ('complete#token',         $$ SELECT jobs.complete(0, 'w', 1, NULL, gen_random_uuid()) $$,              false, true,  true),
+    ('complete_many#token',    $$ SELECT * FROM jobs.complete_many(ARRAY[0]::bigint[], 'w', ARRAY[1]::bigint[], NULL, ARRAY[gen_random_uuid()]) $$, false, true, true),
+    ('fail#token',             $$ SELECT jobs.fail(0, 'w', 1, 'boom', true, gen_random_uuid()) $$,          false, true,  true),
+    ('fail_many#token',        $$ SELECT * FROM jobs.fail_many(ARRAY[0]::bigint[], 'w', ARRAY[1]::bigint[], ARRAY['boom'], ARRAY[true], ARRAY[gen_random_uuid()]) $$, false, true, true),
+    ('heartbeat_many#token',   $$ SELECT * FROM jobs.heartbeat_many(ARRAY[0]::bigint[], 'w', ARRAY[1]::bigint[], ARRAY[gen_random_uuid()]) $$, false, true, true),
+    ('configure_leases',       $$ SELECT * FROM jobs.configure_leases() $$,                                 false, false, true),
+    ('configure_producers',    $$ SELECT * FROM jobs.configure_producers() $$,                              false, false, true);
 GRANT SELECT ON calls TO PUBLIC;
 
 CREATE TEMP TABLE before_counts AS
@@ -65,14 +78,17 @@ SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_producer'), fa
 SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_worker'), false, 'roles: jobs_worker exists and is NOLOGIN');
 SELECT is((SELECT rolcanlogin FROM pg_roles WHERE rolname = 'jobs_admin'), false, 'roles: jobs_admin exists and is NOLOGIN');
 
--- catalog view of the matrix.
-SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_producer', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
+-- catalog view of the matrix: a role holds a name when it may execute every overload of it.
+CREATE FUNCTION pg_temp.may_execute(role name, fn text) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT bool_and(has_function_privilege(role, p.oid, 'EXECUTE')) FROM pg_catalog.pg_proc AS p
+     WHERE p.pronamespace = 'jobs'::regnamespace AND p.proname = split_part(fn, '#', 1) $$;
+SELECT set_eq($$ SELECT fn FROM calls WHERE pg_temp.may_execute('jobs_producer', fn) $$,
               $$ SELECT fn FROM calls WHERE producer $$,
               'roles: jobs_producer holds EXECUTE on exactly submit, submit_many, fan_out, mark_enqueue_failed, cancel, get, events, children, signals, queues, types, transitions, list_jobs');
-SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_worker', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
+SELECT set_eq($$ SELECT fn FROM calls WHERE pg_temp.may_execute('jobs_worker', fn) $$,
               $$ SELECT fn FROM calls WHERE worker $$,
               'roles: jobs_worker holds EXECUTE on exactly claim, claim_many, claim_next, heartbeat, heartbeat_many, complete, complete_many, fail, fail_many, get, children, signals, queues, types, transitions');
-SELECT set_eq($$ SELECT fn FROM calls WHERE has_function_privilege('jobs_admin', to_regproc('jobs.' || fn)::oid, 'EXECUTE') $$,
+SELECT set_eq($$ SELECT fn FROM calls WHERE pg_temp.may_execute('jobs_admin', fn) $$,
               $$ SELECT fn FROM calls $$,
               'roles: jobs_admin holds EXECUTE on every public function');
 

@@ -1,5 +1,5 @@
 -- jobs.stale_queued: claimable jobs of one queue whose updated_at and run_after are older than older_than,
--- oldest id first, at most max_jobs; read-only (DESIGN §4, §6 reaper).
+-- oldest id first, at most max_jobs; read-only (docs/design.md §4, §6 reaper).
 BEGIN;
 SELECT plan(25);
 

@@ -1,5 +1,5 @@
 -- jobs.submit: (new) -> queued, event 'submitted', JB005, JB004 at octet_length(payload::text),
--- 22023 for bad input, idempotency keys per kind, run_after, notify (DESIGN §2-§5).
+-- 22023 for bad input, idempotency keys per kind, run_after, notify (docs/design.md §2-§5).
 BEGIN;
 SELECT plan(64);
 

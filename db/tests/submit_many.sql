@@ -1,5 +1,5 @@
 -- jobs.submit_many: all or nothing, errors naming specs[i], results in input order, repeated
--- and duplicate idempotency keys, unknown spec keys rejected (DESIGN §4, decisions "Names and input").
+-- and duplicate idempotency keys, unknown spec keys rejected (docs/design.md §4, decisions "Names and input").
 BEGIN;
 SELECT plan(39);
 

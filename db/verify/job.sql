@@ -1,6 +1,6 @@
 -- Verify jobfence:job on pg
 SELECT id, kind, queue, payload, status, result, error, created_at, updated_at, claimed_at,
-       finished_at, owned_by, lease_version, retry_count, max_retries, lease_timeout, timeout,
+       finished_at, owned_by, claim_role, lease_version, retry_count, max_retries, lease_timeout, timeout,
        run_after, lease_expires_at, idempotency_key, ordering_key, parent_id, pending_children,
        cancel_requested_at
   FROM jobs.job WHERE false;

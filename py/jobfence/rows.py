@@ -1,4 +1,4 @@
-"""Typed rows for the composite types of the SQL API (DESIGN §4)."""
+"""Typed rows for the composite types of the SQL API (docs/design.md §4)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from psycopg.rows import class_row, kwargs_row
 
 
 @dataclass(frozen=True)
 class Lease:
-    """``jobs.lease``: what a claim hands the worker; (job_id, lease_version) is its fence."""
+    """``jobs.lease``: what a claim hands the worker; (job_id, lease_version) is its fence.
+    ``token`` is set when it came as a ``jobs.lease_grant`` (the ``*_with_token`` claims):
+    the secret that proves this worker was handed the lease; never log it."""
 
     job_id: int
     lease_version: int
@@ -22,6 +25,7 @@ class Lease:
     attempt: int
     lease_expires_at: datetime
     timeout_at: datetime
+    token: UUID | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

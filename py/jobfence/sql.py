@@ -13,7 +13,7 @@ from __future__ import annotations
 from psycopg import sql as _sql
 
 # -- producer -------------------------------------------------------------------------------
-# notify => false: the Python producer pushes the id itself after commit (DESIGN §6).
+# notify => false: the Python producer pushes the id itself after commit (docs/design.md §6).
 SUBMIT = """
 SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                           idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
@@ -71,6 +71,42 @@ SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
                         lease_version => %(lease_version)s, error => %(error)s,
                         retryable => %(retryable)s)
 """
+# The same calls with lease tokens: the claims return jobs.lease_grant (a lease and its
+# token) and the writes present the token, so a write is accepted only from whoever was
+# handed the lease (docs/sql-api.md, "Lease binding"). The drivers use only these.
+CLAIM_MANY_WITH_TOKEN = """
+SELECT * FROM jobs.claim_many_with_token(job_ids => %(job_ids)b::bigint[], worker => %(worker)s)
+"""
+HEARTBEAT_WITH_TOKEN = """
+SELECT * FROM jobs.heartbeat(job_id => %(job_id)s, worker => %(worker)s,
+                             lease_version => %(lease_version)s, token => %(token)s::uuid)
+"""
+COMPLETE_WITH_TOKEN = """
+SELECT * FROM jobs.complete(job_id => %(job_id)s, worker => %(worker)s,
+                            lease_version => %(lease_version)s, result => %(result)s,
+                            token => %(token)s::uuid)
+"""
+COMPLETE_MANY_WITH_TOKEN = """
+SELECT * FROM jobs.complete_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                                 lease_versions => %(lease_versions)b::bigint[],
+                                 results => %(results)b::jsonb[], tokens => %(tokens)b::uuid[])
+"""
+FAIL_WITH_TOKEN = """
+SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
+                        lease_version => %(lease_version)s, error => %(error)s,
+                        retryable => %(retryable)s, token => %(token)s::uuid)
+"""
+FAIL_MANY_WITH_TOKEN = """
+SELECT * FROM jobs.fail_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                             lease_versions => %(lease_versions)b::bigint[],
+                             errors => %(errors)b::text[], retryable => %(retryable)b::boolean[],
+                             tokens => %(tokens)b::uuid[])
+"""
+HEARTBEAT_MANY_WITH_TOKEN = """
+SELECT * FROM jobs.heartbeat_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                                  lease_versions => %(lease_versions)b::bigint[],
+                                  tokens => %(tokens)b::uuid[])
+"""
 
 # -- reaper and relay -----------------------------------------------------------------------
 REAP = "SELECT * FROM jobs.reap(max_jobs => %(max_jobs)s)"
@@ -112,7 +148,8 @@ SELECT j.*
 EVENTS = "SELECT * FROM jobs.events(job_id => %(job_id)s)"
 LIST_JOBS = """
 SELECT * FROM jobs.list_jobs(kind => %(kind)s, status => %(status)s::jobs.status,
-                             before_id => %(before_id)s, max_jobs => %(max_jobs)s)
+                             before_id => %(before_id)s, max_jobs => %(max_jobs)s,
+                             queue => %(queue)s)
 """
 CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"
 CANCEL = "SELECT * FROM jobs.cancel(job_id => %(job_id)s, reason => %(reason)s)"

@@ -317,8 +317,10 @@ def test_every_error_is_a_problem_document_and_changes_nothing(api, declared):
                 {"kind": "noop", "run_after": True}, ["noop"], "noop", None):
         assert_problem(api.post("/jobs", raw=json.dumps(bad).encode(), headers={
             "Content-Type": "application/json"}), 400, "bad_request")
-    # Deep nesting: stored when the parsers manage it, a 400 (never a 500) when they do not.
-    for depth, status in ((900, 202), (5000, 400)):
+    # Deep nesting: stored up to the 64 levels jobs.submit allows (the test's {"a": [...]} is
+    # one level more than its brackets), then JB004 (413), and a 400 (never a 500) where the
+    # parsers give up first.
+    for depth, status in ((63, 202), (64, 413), (900, 413), (5000, 400)):
         nested = b'{"kind": "noop", "payload": {"a": ' + b"[" * depth + b"]" * depth + b"}}"
         deep = api.post("/jobs", raw=nested, headers={"Content-Type": "application/json"})
         assert deep.status == status, (depth, deep.status, deep.raw[:300])

@@ -116,7 +116,7 @@ class Claimer:
         pause = 0.0
         while True:
             try:
-                leases = self.db.claim_many(ids, w.name)
+                leases = self.db.claim_leases(ids, w.name)
                 self._claim_backoff.reset()
                 metrics.POSTGRES.ok()
                 break
@@ -180,7 +180,7 @@ class Claimer:
         if len(ids) > 1:
             for pos, job_id in enumerate(ids):
                 try:
-                    leases += self.db.claim_many([job_id], w.name)
+                    leases += self.db.claim_leases([job_id], w.name)
                 except psycopg.OperationalError:
                     dropped.update((i, None) for i in ids[pos:])  # server away: reaper re-pushes
                     break

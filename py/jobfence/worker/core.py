@@ -30,11 +30,11 @@ from typing import Any
 import psycopg
 
 from ..app import App
-from ..db import Database
 from ..transport import Transport
 from .claimer import Claimer
 from .common import RUNNING, Backoff, Job, default_name, event
 from .executor import AsyncExecutor, Outcomes, ThreadExecutor
+from .leasedb import LeaseDatabase
 from .leases import LeaseKeeper
 from .processes import ProcessExecutor
 from .reporter import FAIL, FAIL_RET, GONE, Reporter
@@ -74,9 +74,9 @@ class Worker:
         self.database_url = database_url
         kinds = list(app.tasks.values())
         transactional = any(t.transactional for t in kinds)
-        self.db = Database(database_url, name="jobfence-worker",
+        self.db = LeaseDatabase(database_url, name="jobfence-worker",
                            max_size=3 + (self.concurrency if transactional else 0))
-        self.lease_db: Database | None = None
+        self.lease_db: LeaseDatabase | None = None
         self.transport = Transport(redis_url, socket_timeout=pop_timeout + 5.0)
         self.types: dict[str, dict] = {}
         self.held: dict[int, Job] = {}
@@ -135,7 +135,7 @@ class Worker:
                 event(logging.INFO, "worker_stopped", "worker stopped", handed_back=0,
                       worker=self.name, **self.stats)
                 return 0
-            self.lease_db = Database(self.database_url, name="jobfence-worker-leases",
+            self.lease_db = LeaseDatabase(self.database_url, name="jobfence-worker-leases",
                                      max_size=1, timeout=1.0,
                                      statement_timeout=self._beat_statement_timeout())
             self.keeper = LeaseKeeper(self, self.lease_db, stats_every=self.stats_every)

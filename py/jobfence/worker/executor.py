@@ -134,8 +134,7 @@ class Outcomes:
                 if not job.take():
                     raise _Discard()  # timed out or handed back: leaving rolls back
                 owned = True
-                outcome = w.db.complete(job.job_id, w.name, job.lease_version, result,
-                                        conn=job.ctx.tx)
+                outcome = w.db.complete_lease(job.lease, w.name, result, conn=job.ctx.tx)
         except _Discard:
             job.state = RETURNED
             self.add(GONE, job)

@@ -78,7 +78,7 @@ class LeaseKeeper:
     def beat(self, jobs: list[Job]) -> None:
         w = self.w
         try:
-            beats = self.db.heartbeat_many([(j.job_id, j.lease_version) for j in jobs], w.name)
+            beats = self.db.beat_leases([j.lease for j in jobs], w.name)
         except (psycopg.Error, JobfenceError) as exc:
             self.stats["beat_failures"] += 1
             retry = time.monotonic()

@@ -154,17 +154,17 @@ class Reporter:
         return out_ok, out_fail
 
     def _pipelined(self, oks, fails):
-        return self.db.finish_many([(j.job_id, j.lease_version, r) for j, r in oks],
-                                   [(j.job_id, j.lease_version, e, r) for j, e, r in fails],
-                                   self.w.name)
+        return self.db.finish_leases([(j.lease, r) for j, r in oks],
+                                     [(j.lease, e, r) for j, e, r in fails],
+                                     self.w.name)
 
     def _complete(self, oks):
         """complete_many; when the server refuses the batch (a result jsonb cannot hold),
         one by one, so the poison result fails its own job and nothing else."""
         name = self.w.name
         try:
-            got = self._retrying(lambda: self.db.complete_many(
-                [(j.job_id, j.lease_version, r) for j, r in oks], name), "complete_many")
+            got = self._retrying(lambda: self.db.complete_leases(
+                [(j.lease, r) for j, r in oks], name), "complete_many")
             return self._pair_ok(oks, got), []
         except (psycopg.Error, JobfenceError) as exc:
             event(logging.ERROR, "complete_failed",
@@ -174,8 +174,8 @@ class Reporter:
         done, rejected = [], []
         for job, result in oks:
             try:
-                got = self._retrying(lambda: self.db.complete_many(
-                    [(job.job_id, job.lease_version, result)], name), "complete_many")
+                got = self._retrying(lambda: self.db.complete_leases(
+                    [(job.lease, result)], name), "complete_many")
                 done += self._pair_ok([(job, result)], got)
             except _Abandoned:
                 raise
@@ -188,10 +188,10 @@ class Reporter:
 
     def _fail(self, fails):
         name = self.w.name
-        items = [(j.job_id, j.lease_version, e, r) for j, e, r in fails]
+        items = [(j.lease, e, r) for j, e, r in fails]
         try:
             return self._pair_fail(fails, self._retrying(
-                lambda: self.db.fail_many(items, name), "fail_many"))
+                lambda: self.db.fail_leases(items, name), "fail_many"))
         except (psycopg.Error, JobfenceError) as exc:
             event(logging.ERROR, "fail_failed", f"fail_many refused {len(items)} item(s): "
                   f"{describe(exc)}; failing them one by one", sqlstate=sqlstate(exc),
@@ -200,7 +200,7 @@ class Reporter:
         for (job, error, retry), item in zip(fails, items):
             try:
                 out += self._pair_fail([(job, error, retry)], self._retrying(
-                    lambda: self.db.fail_many([item], name), "fail_many"))
+                    lambda: self.db.fail_leases([item], name), "fail_many"))
             except _Abandoned:
                 raise
             except (psycopg.Error, JobfenceError) as exc:

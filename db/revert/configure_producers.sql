@@ -1,0 +1,4 @@
+-- Revert jobfence:configure_producers from pg
+BEGIN;
+DROP FUNCTION jobs.configure_producers(boolean);
+COMMIT;

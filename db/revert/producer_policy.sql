@@ -1,0 +1,4 @@
+-- Revert jobfence:producer_policy from pg
+BEGIN;
+DROP TABLE jobs.producer_policy;
+COMMIT;

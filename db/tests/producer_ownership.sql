@@ -1,0 +1,145 @@
+-- Producer ownership (jobs.producer_policy): jobs remember the login role that submitted them
+-- (jobs.job.submitted_by = session_user); with ownership on, cancel, get and
+-- mark_enqueue_failed refuse another role's job as "not found" (JB002) or skip it, except for
+-- members of jobs_admin (get: and jobs_worker). Off by default, and then nothing is refused.
+-- Callers run as real login roles through SET SESSION AUTHORIZATION, so session_user is theirs.
+BEGIN;
+SELECT plan(33);
+
+CREATE ROLE jobfence_tap_producer_a LOGIN;
+CREATE ROLE jobfence_tap_producer_b LOGIN;
+CREATE ROLE jobfence_tap_admin LOGIN;
+CREATE ROLE jobfence_tap_worker LOGIN;
+GRANT jobs_producer TO jobfence_tap_producer_a, jobfence_tap_producer_b;
+GRANT jobs_admin TO jobfence_tap_admin;
+GRANT jobs_worker TO jobfence_tap_worker;
+
+SELECT jobs.define_type('own_t');
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
+GRANT ALL ON ids TO PUBLIC;
+CREATE FUNCTION pg_temp.id(text) RETURNS bigint LANGUAGE sql STABLE
+    AS $$ SELECT i.id FROM ids AS i WHERE i.name = $1 $$;
+-- the row and its event count as text: equal before and after = nothing written
+CREATE FUNCTION pg_temp.state(bigint) RETURNS text LANGUAGE sql STABLE SECURITY DEFINER
+    AS $$ SELECT j::text || ' events=' || (SELECT count(*) FROM jobs.event AS e WHERE e.job_id = j.id)
+            FROM jobs.job AS j WHERE j.id = $1 $$;
+CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
+GRANT ALL ON snap TO PUBLIC;
+-- 'SQLSTATE function hint=true|false' of a statement, or 'no error'
+CREATE FUNCTION pg_temp.error_of(text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; hint text;
+BEGIN
+    EXECUTE $1;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RETURN st || ' ' || split_part(msg, ':', 1) || ' hint=' || (coalesce(hint, '') <> '');
+END $$;
+
+-- the setting: one row, off, and no caller may change it.
+SELECT is((SELECT (count(*), bool_or(ownership))::text FROM jobs.producer_policy), '(1,f)',
+          'ownership: jobs.producer_policy holds one row, ownership off by default');
+SELECT is_empty($$ SELECT r.rolname, p.priv FROM pg_roles AS r,
+                          unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p(priv)
+                    WHERE r.rolname IN ('jobs_producer', 'jobs_worker', 'jobs_admin')
+                      AND has_table_privilege(r.oid, 'jobs.producer_policy', p.priv) $$,
+                'ownership: no jobs_* role holds any privilege on jobs.producer_policy');
+SELECT is(current_setting('jobs.producer_ownership', true), NULL,
+          'ownership: the setting is no GUC (a session could SET that for itself)');
+
+-- jobs remember who submitted them.
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+INSERT INTO ids SELECT 'a1', (jobs.submit('own_t', '{"n": 1}')).id;
+INSERT INTO ids SELECT 'a2', (jobs.submit('own_t', '{"n": 2}')).id;
+INSERT INTO ids SELECT 'a3', (jobs.submit('own_t', '{"n": 3}')).id;
+INSERT INTO ids SELECT 'a_many', s.id FROM jobs.submit_many('[{"kind": "own_t"}]') AS s;
+INSERT INTO ids SELECT 'a_fan', (jobs.fan_out('[{"kind": "own_t"}]', '{"kind": "own_t"}')).id;
+SELECT is((jobs.get(pg_temp.id('a1'))).submitted_by, 'jobfence_tap_producer_a'::regrole,
+          'ownership: submit records the session''s login role as submitted_by (not the functions'' owner)');
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+INSERT INTO ids SELECT 'b1', (jobs.submit('own_t', '{"n": 4}')).id;
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT array_agg(DISTINCT submitted_by::text) FROM jobs.job
+            WHERE id IN (pg_temp.id('a_many'), pg_temp.id('a_fan')) OR parent_id = pg_temp.id('a_fan')),
+          ARRAY['jobfence_tap_producer_a'], 'ownership: submit_many and fan_out (coordinator and children) record it too');
+SELECT is((SELECT submitted_by FROM jobs.job WHERE id = pg_temp.id('b1')), 'jobfence_tap_producer_b'::regrole,
+          'ownership: another login role''s job records that role');
+
+-- off (the default): B reads and cancels A's job.
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+SELECT is((jobs.get(pg_temp.id('a1'))).id, pg_temp.id('a1'), 'ownership off: producer B reads producer A''s job');
+SELECT is((jobs.cancel(pg_temp.id('a1'), 'by b')).accepted, true, 'ownership off: producer B cancels producer A''s job');
+RESET SESSION AUTHORIZATION;
+
+-- on.
+SELECT results_eq($$ SELECT producer_ownership FROM jobs.configure_producers() $$, $$ VALUES (false) $$,
+                  'configure_producers: no arguments reads the setting (off)');
+SELECT results_eq($$ SELECT producer_ownership FROM jobs.configure_producers(ownership => true) $$, $$ VALUES (true) $$,
+                  'configure_producers: ownership switched on');
+INSERT INTO snap SELECT pg_temp.id(n), pg_temp.state(pg_temp.id(n)) FROM unnest(ARRAY['a2', 'a3', 'b1']) AS n;
+
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+SELECT is(pg_temp.error_of(format('SELECT jobs.get(%s)', pg_temp.id('a2'))), 'JB002 jobs.get hint=true',
+          'ownership on: producer B reading producer A''s job -> JB002 (as if it did not exist)');
+SELECT throws_ok(format('SELECT jobs.get(%s)', pg_temp.id('a2')), 'JB002',
+                 format('jobs.get: job %s not found', pg_temp.id('a2')),
+                 'ownership on: ... with the very message of an unknown id, so ids cannot be probed');
+SELECT is(pg_temp.error_of(format('SELECT jobs.cancel(%s, %L)', pg_temp.id('a2'), 'by b')), 'JB002 jobs.cancel hint=true',
+          'ownership on: producer B cancelling producer A''s job -> JB002');
+SELECT is(jobs.mark_enqueue_failed(ARRAY[pg_temp.id('a2'), pg_temp.id('b1')]), 1,
+          'ownership on: producer B marking A''s and its own job marks only its own');
+SELECT is((jobs.get(pg_temp.id('b1'))).status, 'enqueue_failed'::jobs.status, 'ownership on: producer B reads its own job');
+SELECT is((jobs.cancel(pg_temp.id('b1'))).status, 'failed'::jobs.status, 'ownership on: producer B cancels its own job');
+RESET SESSION AUTHORIZATION;
+SELECT is(pg_temp.state(pg_temp.id('a2')), (SELECT r FROM snap WHERE id = pg_temp.id('a2')),
+          'ownership on: B''s refused get, cancel and mark changed nothing of A''s job (row and events)');
+SELECT is(pg_temp.state(pg_temp.id('a3')), (SELECT r FROM snap WHERE id = pg_temp.id('a3')),
+          'ownership on: ... nor of A''s other job');
+
+-- A keeps full use of its own jobs.
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+SELECT is((jobs.get(pg_temp.id('a2'))).id, pg_temp.id('a2'), 'ownership on: producer A reads its own job');
+SELECT is(jobs.mark_enqueue_failed(ARRAY[pg_temp.id('a2')]), 1, 'ownership on: producer A marks its own job');
+SELECT is((jobs.cancel(pg_temp.id('a2'), 'by a')).status, 'failed'::jobs.status, 'ownership on: producer A cancels its own job');
+SELECT is(pg_temp.error_of(format('SELECT jobs.get(%s)', pg_temp.id('b1'))), 'JB002 jobs.get hint=true',
+          'ownership on: producer A reading producer B''s job -> JB002');
+RESET SESSION AUTHORIZATION;
+
+-- admins act on any job; workers read any job (claiming shows them any payload anyway).
+SET SESSION AUTHORIZATION jobfence_tap_admin;
+SELECT is((jobs.get(pg_temp.id('a3'))).id, pg_temp.id('a3'), 'ownership on: a jobs_admin member reads producer A''s job');
+SELECT is(jobs.mark_enqueue_failed(ARRAY[pg_temp.id('a3')]), 1, 'ownership on: a jobs_admin member marks producer A''s job');
+SELECT is((jobs.cancel(pg_temp.id('a3'), 'by admin')).status, 'failed'::jobs.status,
+          'ownership on: a jobs_admin member cancels producer A''s job');
+SELECT is(jobs.replay(pg_temp.id('a3')), true, 'ownership on: replay (jobs_admin only) re-drives producer A''s job');
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION jobfence_tap_worker;
+SELECT is((jobs.get(pg_temp.id('a3'))).id, pg_temp.id('a3'), 'ownership on: a jobs_worker member reads producer A''s job');
+SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.id('a3'), 'w1')), 1::bigint,
+          'ownership on: workers claim any producer''s job (ownership binds producers only)');
+RESET SESSION AUTHORIZATION;
+
+-- SET ROLE does not change the owner: it is the login (session) role.
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+SET ROLE jobs_producer;
+SELECT is((jobs.submit('own_t')).submitted_by, 'jobfence_tap_producer_a'::regrole,
+          'ownership: after SET ROLE the job still belongs to the session''s login role');
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+
+-- unknown ids keep their JB002 either way.
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+SELECT is(pg_temp.error_of('SELECT jobs.get(-1)'), 'JB002 jobs.get hint=true', 'ownership on: an unknown id -> JB002');
+RESET SESSION AUTHORIZATION;
+
+-- off again: B may act on A's jobs once more.
+SELECT jobs.configure_producers(ownership => false);
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+SELECT is((jobs.get(pg_temp.id('a_many'))).id, pg_temp.id('a_many'), 'ownership off again: producer B reads A''s job');
+SELECT is((jobs.cancel(pg_temp.id('a_many'))).accepted, true, 'ownership off again: producer B cancels A''s job');
+RESET SESSION AUTHORIZATION;
+SELECT is(session_user::text, current_user::text, 'ownership: the test is back to its own session user');
+
+SELECT * FROM finish();
+ROLLBACK;

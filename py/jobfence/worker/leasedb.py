@@ -1,0 +1,91 @@
+"""The worker's lease calls: every claim hands out a lease token and every heartbeat,
+completion and failure presents it (``jobs.*`` forms ``*_with_token``), so the server accepts
+a write only from the holder of the lease, whether or not it requires tokens.
+
+Items are the ``Lease`` rows the claim returned: they carry (job_id, lease_version, token),
+so a caller cannot pair a fence with the wrong token. One statement per batch, as in
+``jobfence.db``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from .. import rows, sql
+from ..db import Database
+from ..errors import translate
+from ..rows import Lease
+
+
+def _jsonb(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def _complete_params(items: Sequence[tuple[Lease, Any]], worker: str) -> dict:
+    return {"job_ids": [lease.job_id for lease, _ in items], "worker": worker,
+            "lease_versions": [lease.lease_version for lease, _ in items],
+            "results": [_jsonb(result) for _, result in items],
+            "tokens": [lease.token for lease, _ in items]}
+
+
+def _fail_params(items: Sequence[tuple[Lease, str, bool]], worker: str) -> dict:
+    return {"job_ids": [lease.job_id for lease, _, _ in items], "worker": worker,
+            "lease_versions": [lease.lease_version for lease, _, _ in items],
+            "errors": [error for _, error, _ in items],
+            "retryable": [bool(retry) for _, _, retry in items],
+            "tokens": [lease.token for lease, _, _ in items]}
+
+
+class LeaseDatabase(Database):
+    """``Database`` plus the token-carrying lease calls the worker makes."""
+
+    def claim_leases(self, job_ids: Sequence[int], worker: str) -> list[Lease]:
+        return self._all(sql.CLAIM_MANY_WITH_TOKEN, {"job_ids": list(job_ids), "worker": worker},
+                         rows.LEASE)
+
+    def beat_leases(self, leases: Sequence[Lease], worker: str) -> list[rows.Beat]:
+        """One row per lease, never waiting on a row lock (``jobs.heartbeat_many``)."""
+        return self._all(sql.HEARTBEAT_MANY_WITH_TOKEN, {
+            "job_ids": [lease.job_id for lease in leases], "worker": worker,
+            "lease_versions": [lease.lease_version for lease in leases],
+            "tokens": [lease.token for lease in leases]}, rows.BEAT)
+
+    def complete_lease(self, lease: Lease, worker: str, result: Any = None,
+                       conn: psycopg.Connection | None = None) -> rows.Outcome:
+        """``jobs.complete``; on ``conn`` (the handler's transaction) when given."""
+        params = {"job_id": lease.job_id, "worker": worker, "lease_version": lease.lease_version,
+                  "result": _jsonb(result), "token": lease.token}
+        if conn is not None:
+            return self.run(conn, sql.COMPLETE_WITH_TOKEN, params, rows.OUTCOME)[0]
+        return self._one(sql.COMPLETE_WITH_TOKEN, params, rows.OUTCOME)
+
+    def complete_leases(self, items: Sequence[tuple[Lease, Any]], worker: str) -> list[rows.Outcome]:
+        """items: (lease, result); one outcome per item, in order."""
+        return self._all(sql.COMPLETE_MANY_WITH_TOKEN, _complete_params(items, worker), rows.OUTCOME)
+
+    def fail_leases(self, items: Sequence[tuple[Lease, str, bool]], worker: str) -> list[rows.Outcome]:
+        """items: (lease, error, retryable); one outcome per item, in order."""
+        return self._all(sql.FAIL_MANY_WITH_TOKEN, _fail_params(items, worker), rows.OUTCOME)
+
+    def finish_leases(self, completions: Sequence[tuple[Lease, Any]],
+                      failures: Sequence[tuple[Lease, str, bool]],
+                      worker: str) -> tuple[list[rows.Outcome], list[rows.Outcome]]:
+        """``complete_leases`` and ``fail_leases`` in one round trip (pipeline mode), each
+        still its own transaction. If the server refuses either, the error is raised and
+        neither list is returned: report them apart to find the culprit."""
+        with self.pool.connection() as conn:
+            try:
+                with conn.pipeline():
+                    done = conn.cursor(row_factory=rows.OUTCOME)
+                    done.execute(sql.COMPLETE_MANY_WITH_TOKEN, _complete_params(completions, worker))
+                    failed = conn.cursor(row_factory=rows.OUTCOME)
+                    failed.execute(sql.FAIL_MANY_WITH_TOKEN, _fail_params(failures, worker))
+                return done.fetchall(), failed.fetchall()
+            except psycopg.Error as exc:
+                mapped = translate(exc)
+                if mapped is exc:
+                    raise
+                raise mapped from exc

@@ -1,0 +1,121 @@
+"""What a newcomer meets first on the command line: payloads from files and stdin, a
+negative --run-after, listing jobs, the demo's rates, and --app mistakes (docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jobfence.app import AppLoadError, load_app
+
+from conftest import REPO
+
+
+@pytest.fixture
+def cli(declared, redis_url):
+    env = dict(os.environ, JOBFENCE_DATABASE_URL=declared, JOBFENCE_REDIS_URL=redis_url)
+
+    def run(*args, stdin=None, cwd=REPO, timeout=60):
+        return subprocess.run([sys.executable, "-m", "jobfence", *args], cwd=cwd, env=env,
+                              input=stdin, capture_output=True, text=True, timeout=timeout)
+    return run
+
+
+def test_payload_from_a_file_reaches_the_size_limit_that_a_command_line_cannot(cli, tmp_path):
+    # Above what one argument may hold on Linux (128 KiB), below the kind's 256 KiB limit.
+    big = {"blob": "x" * 200_000}
+    path = tmp_path / "payload.json"
+    path.write_text(json.dumps(big))
+    out = cli("submit", "noop", "--payload", f"@{path}", "--json")
+    assert out.returncode == 0, out.stderr
+    shown = cli("status", str(json.loads(out.stdout)["id"]), "--json", "--no-events")
+    assert json.loads(shown.stdout)["payload"] == big
+
+    # Past the limit: the server's JB004 and its hint are now reachable from the CLI.
+    path.write_text(json.dumps({"blob": "x" * 300_000}))
+    refused = cli("submit", "noop", "--payload", f"@{path}")
+    assert refused.returncode == 5 and "JB004" in refused.stderr
+
+
+def test_payload_from_stdin(cli):
+    out = cli("submit", "noop", "--payload", "-", "--json", stdin='{"from": "stdin"}')
+    assert out.returncode == 0, out.stderr
+    shown = cli("status", str(json.loads(out.stdout)["id"]), "--json", "--no-events")
+    assert json.loads(shown.stdout)["payload"] == {"from": "stdin"}
+
+
+def test_unreadable_payload_file_is_a_usage_error(cli, tmp_path):
+    out = cli("submit", "noop", "--payload", f"@{tmp_path / 'missing.json'}")
+    assert out.returncode == 2
+    assert "cannot read" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("when", ["-5", "nan", "inf"])
+def test_negative_or_non_finite_run_after_is_a_usage_error(cli, conn, when):
+    out = cli("submit", "noop", "--run-after", when)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--run-after" in out.stderr and "Traceback" not in out.stderr
+    assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 0
+
+
+def test_jobs_lists_newest_first_with_filters_and_keyset_pages(cli, conn):
+    conn.execute("SELECT jobs.define_type('listed.elsewhere', queue => 'elsewhere')")
+    ids = [json.loads(cli("submit", "noop", "--json").stdout)["id"] for _ in range(5)]
+    other = json.loads(cli("submit", "listed.elsewhere", "--json").stdout)["id"]
+
+    page = json.loads(cli("jobs", "--kind", "noop", "--limit", "3", "--json").stdout)
+    assert [j["id"] for j in page["jobs"]] == ids[:1:-1]
+    assert page["next_before"] == ids[2]
+    rest = json.loads(cli("jobs", "--kind", "noop", "--limit", "3", "--before", str(page["next_before"]),
+                          "--json").stdout)
+    assert [j["id"] for j in rest["jobs"]] == [ids[1], ids[0]] and rest["next_before"] is None
+
+    by_queue = json.loads(cli("jobs", "--queue", "elsewhere", "--json").stdout)
+    assert [j["id"] for j in by_queue["jobs"]] == [other]
+    assert json.loads(cli("jobs", "--status", "done", "--json").stdout)["jobs"] == []
+
+    human = cli("jobs", "--limit", "2")
+    assert human.returncode == 0
+    assert human.stdout.splitlines()[0].split()[:4] == ["id", "kind", "queue", "status"]
+    assert f"next page: --before {ids[4]}" in human.stderr
+
+    bad = cli("jobs", "--status", "nosuch")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_demo_that_times_out_says_it_is_unfinished_and_claims_no_rate_for_unfinished_jobs(cli):
+    # No worker runs: nothing can finish within the timeout.
+    out = cli("demo", "--jobs", "5", "--crash", "0", "--timeout", "1", "--json")
+    assert out.returncode == 8
+    summary = json.loads(out.stdout)
+    assert summary["finished"] is False and summary["terminal"] == 0
+    assert summary["jobs_per_second"] == 0.0
+    human = cli("demo", "--jobs", "5", "--crash", "0", "--timeout", "1")
+    assert human.returncode == 8 and "unfinished: 0 of 5 jobs terminal" in human.stdout
+
+
+@pytest.mark.parametrize("ref, says", [
+    ("mymodule", "must look like MODULE:ATTR"),
+    ("nosuch_module_here:app", "no module named 'nosuch_module_here'"),
+    ("jobfence.examples:nope", "has no attribute 'nope'"),
+    ("jobfence.examples:EFFECT_TABLE", "is a str, not a jobfence.App"),
+])
+def test_load_app_names_what_is_wrong(ref, says):
+    with pytest.raises(AppLoadError, match=says):
+        load_app(ref)
+
+
+def test_load_app_finds_a_module_in_the_working_directory_and_names_its_import_error(tmp_path, monkeypatch):
+    (tmp_path / "newcomer_jobs.py").write_text(
+        "import jobfence\napp = jobfence.App('newcomer')\n"
+        "@app.task('hello')\ndef hello(job_id, payload, ctx):\n    return {'hi': 1}\n")
+    (tmp_path / "broken_jobs.py").write_text("import nosuch_dependency_xyz\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert "hello" in load_app("newcomer_jobs:app").tasks
+    with pytest.raises(AppLoadError, match="importing broken_jobs failed: No module named 'nosuch_dependency_xyz'"):
+        load_app("broken_jobs:app")
