@@ -40,11 +40,19 @@ logger = logging.getLogger("jobfence.deadletters")
 CHANNEL = "jobs_dead_lettered"
 
 
+# jobs.tally sends at most a few hundred ids per message; anyone with CONNECT may NOTIFY the
+# channel, so anything longer is not ours (docs/security.md).
+MAX_MESSAGE_CHARS = 8000
+
+
 def parse_message(payload: str) -> list[int]:
-    """The job ids of a ``jobs_dead_lettered`` payload; [] for anything else."""
+    """The job ids of a ``jobs_dead_lettered`` payload; [] for anything else. Never raises:
+    a forged message must not stop the listener."""
+    if len(payload) > MAX_MESSAGE_CHARS:
+        return []
     try:
         ids = json.loads(payload).get("ids")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return []
     if not isinstance(ids, list):
         return []

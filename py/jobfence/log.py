@@ -1,6 +1,7 @@
 """Structured logging: one line per event, ``--log-format json`` (one JSON object per line)
 or ``text`` (key=value). Every job line carries job_id, lease_version and worker so a job's
-history can be followed across processes with grep or jq."""
+history can be followed across processes with grep or jq. Every line goes through
+``redact.text``: no password reaches a log."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
+
+from . import redact
 
 _STATIC: dict[str, Any] = {}
 
@@ -29,7 +32,8 @@ class _JsonFormatter(logging.Formatter):
         line.update(getattr(record, "fields", {}) or {})
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
+        # Last, over the whole line: a password can hide in any field or message.
+        return redact.text(json.dumps(line, default=str))
 
 
 class _TextFormatter(logging.Formatter):
@@ -46,7 +50,21 @@ class _TextFormatter(logging.Formatter):
         text = " ".join(parts)
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return text
+        return redact.text(text)
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact.text(super().format(record))
+
+
+def redact_last_resort() -> None:
+    """A command that configures no logging still prints library warnings on stderr (the
+    pool's "error connecting ..." quotes a malformed URL whole): through ``redact`` too."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_RedactingFormatter("%(message)s"))
+    logging.lastResort = handler
 
 
 def setup(fmt: str = "text", level: str = "INFO", stream=None, **static: Any) -> None:

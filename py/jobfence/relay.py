@@ -1,10 +1,16 @@
 """The relay: pushes the ids that SQL producers announce with ``pg_notify('jobs_submitted')``.
 
-Notifications are delivered only on commit (the outbox of DESIGN §6) but only to a
+Notifications are delivered only on commit (the outbox of docs/design.md §6) but only to a
 connected listener: whatever was sent while the relay was away is found again by polling
 ``jobs.stale_queued`` — at every (re)connect, and every ``poll_interval`` while the LISTEN
 connection is down — for every queue PostgreSQL names (``jobs.queues``) and those given on
 the command line.
+
+Any role that may connect can NOTIFY (and LISTEN on) any channel: PostgreSQL has no
+privilege for either. So a payload is only a hint of which ids to look at. The relay accepts
+the shapes the SQL producers send and nothing else, asks ``jobs.signals`` which of the ids
+really wait for a signal and on which queue, and pushes only those, there; the rest is
+logged (once a minute) and skipped (docs/security.md).
 """
 
 from __future__ import annotations
@@ -22,28 +28,78 @@ from . import log as jlog
 from . import sql
 from .db import Database
 from .observe import process as metrics
-from .transport import Transport, key_text, ready_key
+from .transport import MAX_JOB_ID, Transport, key_text, ready_key
 from .worker import Backoff
 
 logger = logging.getLogger("jobfence.relay")
 
 
+# PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; the producers send at most 300
+# ids per message (db/deploy/insert_jobs.sql). Anything bigger was not sent by them.
+MAX_PAYLOAD_CHARS = 8000
+MAX_IDS_PER_NOTIFICATION = 1000
+# One jobs.signals call per batch of notifications, bounded so that a flood of forged
+# messages costs bounded statements.
+SIGNALS_CHUNK = 10_000
+WARN_EVERY_SECONDS = 60.0
+
+_SINGLE_KEYS = frozenset({"id", "queue", "run_after"})
+_BATCH_KEYS = (frozenset({"queue", "ids"}), frozenset({"queue", "ids", "run_after"}))
+
+
+class BadNotification(ValueError):
+    """A payload on jobs_submitted that no jobfence producer sends. Any role that may
+    connect can NOTIFY any channel, so such a payload is data to refuse, not a bug."""
+
+
+def _job_id(value) -> int:
+    if type(value) is not int or not 1 <= value <= MAX_JOB_ID:
+        raise BadNotification("ids must be integers in 1..2^63-1")
+    return value
+
+
+def _queue(value) -> str:
+    if not isinstance(value, str) or not value:
+        raise BadNotification("queue must be a non-empty string")
+    return value
+
+
+def _when(value) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadNotification("run_after must be a timestamp string")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise BadNotification("run_after is not an ISO 8601 timestamp") from None
+
+
 def parse_notification(payload: str) -> list[tuple[int, str, datetime | None]]:
     """``{"id", "queue", "run_after"}`` (one submit) or ``{"queue", "ids", ["run_after"]}``
-    (submit_many / fan_out) -> (job_id, queue, run_after) triples."""
-    data = json.loads(payload)
-    queue = data.get("queue") or "default"
-    run_after = data.get("run_after")
-    when = None
-    if run_after:
-        try:
-            when = datetime.fromisoformat(run_after)
-        except ValueError:
-            when = None  # pushed as due: a too-early claim is a no-op, the reaper retries
-    ids = data.get("ids")
-    if ids is None and data.get("id") is not None:
-        ids = [data["id"]]
-    return [(int(i), queue, when) for i in ids or ()]
+    (submit_many / fan_out) -> (job_id, queue, run_after) triples, as the payload claims
+    them. Anything else raises ``BadNotification``. The relay pushes none of these claims
+    as such: it asks PostgreSQL (``jobs.signals``) where each id really goes."""
+    if not isinstance(payload, str) or len(payload) > MAX_PAYLOAD_CHARS:
+        raise BadNotification(f"payload over {MAX_PAYLOAD_CHARS} characters")
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise BadNotification("payload is not JSON") from None
+    if not isinstance(data, dict):
+        raise BadNotification("payload is not a JSON object")
+    keys = frozenset(data)
+    if keys == _SINGLE_KEYS:
+        ids = [_job_id(data["id"])]
+    elif keys in _BATCH_KEYS:
+        raw = data["ids"]
+        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_IDS_PER_NOTIFICATION:
+            raise BadNotification(f"ids must be a list of 1..{MAX_IDS_PER_NOTIFICATION} ids")
+        ids = [_job_id(i) for i in raw]
+    else:
+        raise BadNotification("payload keys are not those of a jobfence producer")
+    queue, when = _queue(data["queue"]), _when(data.get("run_after"))
+    return [(i, queue, when) for i in ids]
 
 
 class Relay:
@@ -57,7 +113,9 @@ class Relay:
         self.db = Database(database_url, max_size=2, name="jobfence-relay")
         self.transport = Transport(redis_url)
         self._stop = threading.Event()
+        self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
         self.pushed = 0
+        self.skipped = 0
 
     def stop(self) -> None:
         self._stop.set()
@@ -98,16 +156,53 @@ class Relay:
 
     def _listen(self, conn: psycopg.Connection) -> None:
         while not self._stop.is_set():
-            batch: list[tuple[int, str, datetime | None]] = []
+            ids: list[int] = []
             for note in self._next_notes(conn):
                 try:
-                    batch.extend(parse_notification(note.payload))
-                except (ValueError, TypeError, KeyError) as exc:
-                    jlog.event(logger, logging.WARNING, "bad_notification",
-                               "ignored a malformed notification", error=str(exc),
-                               payload=note.payload[:200])
-            if batch:
-                self._push(batch)
+                    ids.extend(i for i, _, _ in parse_notification(note.payload))
+                except BadNotification as exc:
+                    self._warn("bad_notification", "ignored a notification no jobfence "
+                               "producer sends", reason=str(exc), sender_pid=note.pid,
+                               payload=ascii(note.payload[:120]))
+            if ids:
+                self._relay(ids)
+
+    def _relay(self, ids: list[int]) -> None:
+        """Push those of the announced ids that PostgreSQL says wait for a signal, onto the
+        queue PostgreSQL names: a payload is a hint of which ids to look at, never of where
+        to push them."""
+        wanted = list(dict.fromkeys(ids))
+        signals: list[tuple[int, str, datetime | None]] = []
+        for start in range(0, len(wanted), SIGNALS_CHUNK):
+            chunk = wanted[start:start + SIGNALS_CHUNK]
+            try:
+                found = self.db.signals(chunk)
+            except psycopg.OperationalError:
+                raise  # run() reconnects, then catch_up pushes whatever this missed
+            except psycopg.Error as exc:
+                # The reaper re-pushes any of these jobs that stays queued (stale_after).
+                self._warn("signals_failed", "could not look the announced ids up; the "
+                           "reaper will re-push them", error=str(exc)[:300], count=len(chunk))
+                continue
+            signals += [(s.job_id, s.queue, s.run_after) for s in found]
+        skipped = len(wanted) - len(signals)
+        if skipped:
+            # Done, cancelled, already claimed, unknown or forged: nothing to wake.
+            self.skipped += skipped
+            found_ids = {s[0] for s in signals}
+            self._warn("notification_ids_skipped", "announced ids that wait for no signal "
+                       "were not pushed", count=skipped,
+                       example_ids=[i for i in wanted if i not in found_ids][:5])
+        if signals:
+            self._push(signals)
+
+    def _warn(self, event: str, message: str, **fields) -> None:
+        held = self._warnings.allow(event)
+        if held is None:
+            return
+        if held:
+            fields["suppressed"] = held
+        jlog.event(logger, logging.WARNING, event, message, **fields)
 
     @staticmethod
     def _next_notes(conn: psycopg.Connection, limit: int = 1000) -> list:

@@ -36,6 +36,7 @@ def _die_with_parent() -> None:
 class Child:
     name: str
     argv: list[str]
+    env: dict = field(default_factory=dict)  # over the supervisor's environment
     proc: subprocess.Popen | None = None
     restarts: int = 0
     next_start: float = 0.0
@@ -53,7 +54,12 @@ class Supervisor:
         self._stop.set()
 
     def _start(self, child: Child) -> None:
-        child.proc = subprocess.Popen(child.argv, env=self.env, start_new_session=True,
+        env = None
+        if self.env is not None or child.env:
+            import os
+
+            env = dict(os.environ if self.env is None else self.env, **child.env)
+        child.proc = subprocess.Popen(child.argv, env=env, start_new_session=True,
                                       preexec_fn=_die_with_parent)
         child.started_at = time.monotonic()
         jlog.event(logger, logging.INFO, "child_started", f"{child.name} started",
@@ -108,7 +114,15 @@ def build_children(*, app: str, workers: int, concurrency: int, batch: int | Non
                    log_format: str, log_level: str, reaper_interval: float, stale_after: float,
                    grace: float, queues: list[str], metrics_port: int | None = None,
                    metrics_host: str = "127.0.0.1", api_port: int | None = None,
-                   api_host: str = "127.0.0.1", api_no_auth: bool = False) -> list[Child]:
+                   api_host: str = "127.0.0.1", api_no_auth: bool = False,
+                   role_urls: dict[str, str] | None = None, declare: bool = True) -> list[Child]:
+    """``role_urls``: role (worker, reaper, relay, api) -> the database URL its children log
+    in with, passed as their JOBFENCE_DATABASE_URL."""
+    urls = role_urls or {}
+
+    def login(role: str) -> dict:
+        return {"JOBFENCE_DATABASE_URL": urls[role]} if urls.get(role) else {}
+
     base = [sys.executable, "-m", "jobfence", "--log-format", log_format, "--log-level", log_level]
     qargs = [a for q in queues for a in ("--queue", q)]
 
@@ -122,19 +136,23 @@ def build_children(*, app: str, workers: int, concurrency: int, batch: int | Non
 
     children = [
         Child("relay", base + ["relay", "--app", app, "--poll-interval", str(reaper_interval),
-                               "--stale-after", str(stale_after)] + qargs + metrics(0)),
+                               "--stale-after", str(stale_after)] + qargs + metrics(0),
+              login("relay")),
         Child("reaper", base + ["reaper", "--app", app, "--interval", str(reaper_interval),
-                                "--stale-after", str(stale_after)] + qargs + metrics(1)),
+                                "--stale-after", str(stale_after)] + qargs + metrics(1),
+              login("reaper")),
     ]
     for n in range(1, workers + 1):
         argv = base + ["worker", "--app", app, "--concurrency", str(concurrency),
                        "--grace", str(grace)] + qargs + metrics(1 + n)
         if batch:
             argv += ["--batch", str(batch)]
-        children.append(Child(f"worker-{n}", argv))
+        if not declare:
+            argv.append("--no-declare")
+        children.append(Child(f"worker-{n}", argv, login("worker")))
     if api_port is not None:
         # The API serves its own metrics on its port (GET /metrics), so it takes no
         # --metrics-port.
         children.append(Child("api", base + ["api", "--host", api_host, "--port", str(api_port)]
-                              + (["--no-auth"] if api_no_auth else [])))
+                              + (["--no-auth"] if api_no_auth else []), login("api")))
     return children

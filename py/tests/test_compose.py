@@ -1,9 +1,12 @@
 """docker-compose.yml stays honest: no container engine runs here, so nothing checks the
 compose file by running it. These tests hold every command it runs to what the native suite
 runs: each `jobfence ...` command parses with the CLI's own click definitions, the sqitch
-deploy is the repository's plan against the database the services use, the test profile
-runs scripts/test's pg_prove and pytest commands, and each health check passes against the
-real process started with that service's command (and fails against the wrong one)."""
+deploy is the repository's plan against the database the services use, run by the schema
+owner, every process logs in as its own role that scripts/roles.sql grants what the process
+needs, the test profile runs scripts/test's pg_prove and pytest commands, and each health
+check passes against the real process started with that service's command (and fails against
+the wrong one). scripts/roles.sql itself runs against the real server: the owner deploys and
+each process works with only its role."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -200,8 +204,8 @@ def is_subsequence(needles: list, haystack: list) -> bool:
 # -- the file as a whole ------------------------------------------------------------------------
 def test_compose_file_has_the_whole_stack(config):
     names = set(services(config))
-    assert {"postgres", "redis", "sqitch", "api", "relay", "reaper", "worker", "demo",
-            "pgtap", "pytest"} <= names
+    assert {"postgres", "redis", "roles", "sqitch", "declare", "api", "relay", "reaper",
+            "worker", "demo", "pgtap", "pytest"} <= names
     assert "migrate" not in names, "the deploy service is called sqitch"
     assert services(config)["demo"].get("profiles") == ["demo"]
     for name in ("pgtap", "pytest"):
@@ -216,7 +220,8 @@ def test_every_jobfence_command_parses_with_the_cli(config):
             seen += 1
             problems += cli_problems(args)
         # A `jobfence` hidden inside a shell script would escape this check.
-        assert not any("jobfence " in a for a in args[1:] if args[0] in ("bash", "sh")), name
+        assert not any(re.search(r"(^|[;&|(]|\bexec)\s*jobfence\s", a, re.M)
+                       for a in args[1:] if args[0] in ("bash", "sh")), name
     assert seen >= 5
     assert not problems, "\n".join(problems)
 
@@ -241,7 +246,7 @@ def test_long_running_services_are_health_checked_and_restarted(config):
         assert svcs[name].get("restart") == "unless-stopped", name
     assert "pg_isready" in healthcheck_argv(svcs["postgres"])
     assert healthcheck_argv(svcs["redis"])[:2] == ["redis-cli", "ping"]
-    for name in ("sqitch", "demo", "pgtap", "pytest"):
+    for name in ("roles", "sqitch", "declare", "demo", "pgtap", "pytest"):
         assert svcs[name].get("restart") == "no", f"{name} is a one-shot"
     assert not problems, "\n".join(problems)
 
@@ -265,26 +270,96 @@ def test_workers_scale(config):
 
 def test_services_wait_for_the_deploy(config):
     svcs = services(config)
-    assert svcs["sqitch"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in (*LONG_RUNNING, "demo", "pgtap", "pytest"):
+    assert svcs["roles"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert svcs["sqitch"]["depends_on"]["roles"]["condition"] == "service_completed_successfully"
+    assert svcs["worker"]["depends_on"]["declare"]["condition"] == "service_completed_successfully"
+    for name in (*LONG_RUNNING, "declare", "demo", "pgtap", "pytest"):
         deps = svcs[name].get("depends_on") or {}
         assert deps.get("sqitch", {}).get("condition") == "service_completed_successfully", name
     for name in (*LONG_RUNNING, "demo", "pytest"):
         assert svcs[name]["depends_on"].get("redis", {}).get("condition") == "service_healthy", name
 
 
+# Who each service logs in as, and the group role the functions it calls are granted to
+# (db/deploy/*.sql; docs/security.md). Never the owner, never the DBA.
+LOGINS = {"api": ("jobfence_api", "jobs_producer"), "relay": ("jobfence_relay", "jobs_admin"),
+          "reaper": ("jobfence_reaper", "jobs_admin"), "worker": ("jobfence_worker", "jobs_worker"),
+          "declare": ("jobfence_admin", "jobs_admin"), "demo": ("jobfence_admin", "jobs_admin")}
+ROLES_SQL = REPO / "scripts" / "roles.sql"
+
+
 def _app_database_url(config) -> str:
-    urls = {env(services(config)[n])["JOBFENCE_DATABASE_URL"] for n in (*LONG_RUNNING, "demo")}
+    """host, port and database of the services, without the user (each has its own)."""
+    urls = {urlsplit(env(services(config)[n])["JOBFENCE_DATABASE_URL"])._replace(
+        netloc=urlsplit(env(services(config)[n])["JOBFENCE_DATABASE_URL"]).netloc.split("@")[-1]
+    ).geturl() for n in LOGINS}
     assert len(urls) == 1, f"the services disagree on the database: {urls}"
     return urls.pop()
+
+
+def granted_in_roles_sql(text: str | None = None) -> set[tuple[str, str]]:
+    """(group, login) pairs scripts/roles.sql grants."""
+    text = ROLES_SQL.read_text() if text is None else text
+    block = re.search(r"SELECT format\('GRANT %I TO %I', g, l\)\s+FROM \(VALUES (.*?)\) AS v",
+                      text, re.S)
+    assert block, "scripts/roles.sql has no GRANT ... VALUES block"
+    return set(re.findall(r"\('(\w+)',\s*'(\w+)'\)", block.group(1)))
+
+
+def login_problems(config) -> list[str]:
+    svcs, problems = services(config), []
+    dba = env(svcs["postgres"])["POSTGRES_USER"]
+    grants = granted_in_roles_sql()
+    roles_env = env(svcs["roles"])
+    roles_cmd = argv(svcs["roles"])[-1]
+    for name, (login, group) in LOGINS.items():
+        e = env(svcs[name])
+        url = urlsplit(e.get("JOBFENCE_DATABASE_URL", ""))
+        if url.username != login:
+            problems.append(f"{name} logs in as {url.username}, not {login}")
+        if url.username in (dba, "jobs_owner"):
+            problems.append(f"{name} logs in as {url.username}: the DBA or the owner")
+        if url.password:
+            problems.append(f"{name}: a password inside the URL (docker inspect, logs)")
+        if (group, login) not in grants:
+            problems.append(f"{name}: scripts/roles.sql does not grant {group} to {login}")
+        # The password the process presents is the one the roles service sets.
+        m = re.search(rf'-v password_{login}="\$\{{?(\w+)\}}?"', roles_cmd)
+        if not m:
+            problems.append(f"{name}: the roles service sets no password for {login}")
+        elif roles_env.get(m.group(1)) != e.get("PGPASSWORD"):
+            problems.append(f"{name}: PGPASSWORD is not the password roles sets for {login}")
+    return problems
+
+
+def test_each_process_logs_in_as_its_own_role(config):
+    assert not login_problems(config), "\n".join(login_problems(config))
+    users = [urlsplit(env(services(config)[n])["JOBFENCE_DATABASE_URL"]).username
+             for n in LONG_RUNNING]
+    assert len(set(users)) == len(users), f"long-running services share a role: {users}"
+    assert "JOBFENCE_DATABASE_URL" not in services(config)["pytest"].get("environment", {})
+
+
+def test_a_process_logging_in_as_the_owner_is_caught(config):
+    broken = copy.deepcopy(config)
+    services(broken)["relay"]["environment"]["JOBFENCE_DATABASE_URL"] = (
+        "postgresql://jobs_owner:pw@postgres:5432/jobfence")
+    found = login_problems(broken)
+    assert any("the DBA or the owner" in p for p in found)
+    assert any("password inside the URL" in p for p in found)
+    broken = copy.deepcopy(config)
+    services(broken)["worker"]["environment"]["PGPASSWORD"] = "something-else"
+    assert any("PGPASSWORD" in p for p in login_problems(broken))
 
 
 def test_sqitch_deploys_the_repositorys_plan_to_the_services_database(config):
     svc = services(config)["sqitch"]
     args = argv(svc)
     assert args[:3] == ["sqitch", "deploy", "--verify"], args
-    # The target is the services' database, spelt as sqitch spells it (conftest's rule).
-    assert args[3:] == [sqitch_target(_app_database_url(config))]
+    # The target is the services' database, spelt as sqitch spells it (conftest's rule),
+    # deployed by the owner: the DBA created it, no process runs as either.
+    app = urlsplit(_app_database_url(config))
+    assert args[3:] == [sqitch_target(app._replace(netloc="jobs_owner@" + app.netloc).geturl())]
     # sqitch reads sqitch.conf and sqitch.plan from its working directory: the repository.
     mounts = volume_sources(svc)
     workdir = svc["working_dir"]
@@ -293,10 +368,15 @@ def test_sqitch_deploys_the_repositorys_plan_to_the_services_database(config):
     conf = (REPO / "sqitch.conf").read_text()
     assert re.search(r"plan_file\s*=\s*sqitch.plan", conf) and (REPO / "sqitch.plan").is_file()
     assert re.search(r"top_dir\s*=\s*db", conf) and (REPO / "db" / "deploy").is_dir()
+    roles = services(config)["roles"]
+    assert env(svc)["PGPASSWORD"] == env(roles)["OWNER_PASSWORD"]
+    assert "-f scripts/roles.sql" in argv(roles)[-1]
+    assert f"-v db={app.path.lstrip('/')}" in argv(roles)[-1]
+    assert Path(REPO, volume_sources(roles)[roles["working_dir"]]).resolve() == REPO.resolve()
     pg = env(services(config)["postgres"])
-    target = urlsplit(_app_database_url(config))
-    assert (target.hostname, target.username, target.password, target.path.lstrip("/")) == (
-        "postgres", pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
+    assert env(roles)["PGPASSWORD"] == pg["POSTGRES_PASSWORD"]
+    assert f"postgresql://{pg['POSTGRES_USER']}@postgres:5432/" in argv(roles)[-1]
+    assert app.hostname == "postgres"
 
 
 def test_pgtap_service_runs_scripts_test_commands(config):
@@ -309,7 +389,8 @@ def test_pgtap_service_runs_scripts_test_commands(config):
     assert is_subsequence(native, compose_lines), (
         "the pgtap service does not run scripts/test's pgTAP commands in order:\n"
         f"scripts/test: {native}\ncompose:      {compose_lines}")
-    assert "postgresql://jobfence:jobfence@postgres:5432" in args[-1]
+    assert "postgresql://postgres@postgres:5432" in args[-1]
+    assert env(svc)["PGPASSWORD"] == env(services(config)["postgres"])["POSTGRES_PASSWORD"]
     assert Path(REPO, volume_sources(svc)[svc["working_dir"]]).resolve() == REPO.resolve()
 
 
@@ -340,7 +421,10 @@ def test_pytest_service_runs_scripts_test_pytest_against_compose_servers(config)
         "the tests flush their Redis database: it must not be the service's")
     # The test image installs the package as scripts/setup does.
     setup = (REPO / "scripts" / "setup").read_text()
-    spec = re.search(r'pip install -q -e ("\.\[\w+\]")', setup).group(1)
+    found = (re.search(r'pip install -q -e ("\.\[\w+\]")', setup)
+             or re.search(r'target=("\.\[\w+\]")', setup))
+    assert found, "scripts/setup installs no .[EXTRA] of the package"
+    spec = found.group(1)
     assert f"-e {spec}" in (REPO / "docker" / "Dockerfile").read_text()
     assert svc["build"]["target"] == "test"
 
@@ -406,3 +490,80 @@ def test_healthcheck_passes_against_the_service_command(name, config, procs):
         if other != name:
             assert hc.check([url, *healthcheck_argv(svcs[other])[2:]]) is not None, (
                 f"{other}'s healthcheck passes against {name}: it checks nothing of {other}'s")
+
+
+# -- the roles file against the real server ----------------------------------------------------
+def test_the_roles_file_lets_the_owner_deploy_and_each_process_run_with_its_role(procs, tmp_path):
+    """What the roles service and scripts/run do, on this server: scripts/roles.sql as the
+    superuser, sqitch deploy as jobs_owner, then relay, reaper and worker each as its own
+    login role, and a producer's submit runs to done. The roles are cluster-wide and stay
+    (the file is idempotent, as scripts/run relies on); the database is dropped."""
+    import uuid
+
+    import psycopg
+
+    from conftest import ADMIN_URL
+    from role_helpers import login_role, url_as
+
+    name = f"jobfence_roles_{uuid.uuid4().hex[:8]}"
+    started = []
+    try:
+        done = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"db={name}",
+                               "-v", "example_app=1", "-f", str(ROLES_SQL), ADMIN_URL],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        dba_url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        as_ = {role: url_as(dba_url, role) for role in (
+            "jobs_owner", "jobfence_worker", "jobfence_reaper", "jobfence_relay",
+            "jobfence_api", "jobfence_admin")}
+        deployed = subprocess.run(["sqitch", "--quiet", "deploy", "--verify",
+                                   sqitch_target(as_["jobs_owner"])], cwd=REPO,
+                                  capture_output=True, text=True, timeout=300)
+        assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+        with psycopg.connect(dba_url, autocommit=True) as dba:
+            assert dba.execute("SELECT rolsuper OR rolcreaterole FROM pg_roles "
+                               "WHERE rolname = 'jobs_owner'").fetchone()[0] is False
+            owners = {r[0] for r in dba.execute(
+                "SELECT DISTINCT proowner::regrole::text FROM pg_proc "
+                "WHERE pronamespace = 'jobs'::regnamespace")}
+            assert owners == {"jobs_owner"}
+        # CONNECT is the jobfence roles' only: a role with no grant is refused at the door.
+        with login_role(ADMIN_URL) as nobody:
+            with pytest.raises(psycopg.OperationalError, match="permission denied"):
+                psycopg.connect(url_as(dba_url, nobody), connect_timeout=5).close()
+
+        declared = subprocess.run(
+            [sys.executable, "-m", "jobfence", "worker", "--app", "jobfence.examples:app",
+             "--declare-only"], env=dict(procs.env, JOBFENCE_DATABASE_URL=as_["jobfence_admin"]),
+            capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert declared.returncode == 0, declared.stderr
+        for role, args, ready in (
+                ("relay", ["relay", "--poll-interval", "0.5"], "relay_listening"),
+                ("reaper", ["reaper", "--interval", "0.5"], "reaper_ready"),
+                ("worker", ["worker", "--app", "jobfence.examples:app", "--no-declare",
+                            "--pop-timeout", "0.2"], "worker_ready")):
+            p = procs.start(role, *args, env={"JOBFENCE_DATABASE_URL": as_[f"jobfence_{role}"]})
+            started.append(p)
+            p.wait_for(ready, timeout=30)
+        with psycopg.connect(as_["jobfence_api"], autocommit=True) as api:
+            job = api.execute("SELECT id FROM jobs.submit('transfer', '{\"amount\": 5}')"
+                              ).fetchone()[0]
+            status = lambda: api.execute("SELECT status::text, error FROM jobs.get(%s)",  # noqa: E731
+                                         (job,)).fetchone()
+            wait_until(lambda: status()[0] == "done", 30,
+                       what=f"job {job} done ({status()})\n" + "\n".join(p.tail() for p in started))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                api.execute("SELECT * FROM jobs.claim(%s, 'x')", (job,))
+        with psycopg.connect(as_["jobfence_worker"], autocommit=True) as worker:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                worker.execute("SELECT * FROM jobs.submit('noop', '{}')")
+        with psycopg.connect(dba_url, autocommit=True) as dba:
+            logins = {r[0] for r in dba.execute(
+                "SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = %s "
+                "AND application_name LIKE 'jobfence-%%'", (name,))}
+            assert logins == {"jobfence_relay", "jobfence_reaper", "jobfence_worker"}
+    finally:
+        for p in started:
+            p.kill()
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

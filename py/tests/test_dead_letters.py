@@ -159,3 +159,11 @@ def test_a_bad_webhook_url_is_a_usage_error(clean_db, url):
     assert proc.returncode == 2
     assert "URL" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("payload", ["[" * 5000 + "]" * 5000, '{"ids": ' + "[" * 3000 + "]" * 3000 + "}",
+                                     "x" * 9000, "not json", "[1]", '{"ids": "1"}', '{"ids": [true, -1, 1e3]}'])
+def test_a_forged_dead_letter_message_yields_no_ids_and_never_raises(payload):
+    from jobfence.deadletters import parse_message
+
+    assert parse_message(payload) == []
