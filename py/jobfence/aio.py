@@ -169,10 +169,11 @@ class AsyncClient:
         return await self._all(sql.CHILDREN, {"job_id": job_id}, rows.JOB)
 
     async def list_jobs(self, *, kind: str | None = None, status: str | None = None,
-                        before_id: int | None = None, max_jobs: int = 100) -> list[rows.Job]:
+                        before_id: int | None = None, max_jobs: int = 100,
+                        queue: str | None = None) -> list[rows.Job]:
         return await self._all(sql.LIST_JOBS, {"kind": kind, "status": status,
-                                               "before_id": before_id, "max_jobs": max_jobs},
-                               rows.JOB)
+                                               "before_id": before_id, "max_jobs": max_jobs,
+                                               "queue": queue}, rows.JOB)
 
     async def queue_depth(self) -> list[dict]:
         return await self._all(sql.QUEUE_DEPTH, None)

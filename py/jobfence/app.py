@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -213,18 +214,44 @@ class Context:
         return self._tx
 
 
-def load_app(ref: str) -> App:
-    """``package.module:attr`` -> the App object."""
+class AppLoadError(ValueError):
+    """``--app`` names no App: the message says which part is wrong, for one line of CLI
+    output (a usage error, never a traceback)."""
+
+
+def load_app(ref: str, app_dir: str | None = ".") -> App:
+    """``package.module:attr`` -> the App object. ``app_dir`` (the current directory by
+    default, as uvicorn, Celery and RQ do) goes first on the import path, so a module next to
+    the shell's working directory is found without installing it."""
     import importlib
+    import os
 
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"--app must look like MODULE:ATTR, got {ref!r}")
-    obj = importlib.import_module(module_name)
+        raise AppLoadError(f"--app must look like MODULE:ATTR (e.g. myjobs:app), got {ref!r}")
+    if app_dir is not None:
+        path = os.path.abspath(app_dir)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        obj = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise AppLoadError(f"--app {ref}: no module named {exc.name!r} on the import path "
+                               f"(searched {app_dir or 'the installed packages'} first; "
+                               "see --app-dir)") from None
+        # The module exists but imports something missing: that is its own error to name.
+        raise AppLoadError(f"--app {ref}: importing {module_name} failed: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module: report what it raised, once
+        raise AppLoadError(f"--app {ref}: importing {module_name} raised "
+                           f"{type(exc).__name__}: {exc}") from None
     for part in attr.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AppLoadError(f"--app {ref}: {module_name} has no attribute {attr!r}") from None
     if not isinstance(obj, App):
-        raise TypeError(f"{ref} is a {type(obj).__name__}, not a jobfence.App")
+        raise AppLoadError(f"--app {ref} is a {type(obj).__name__}, not a jobfence.App")
     return obj
 
 

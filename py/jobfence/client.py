@@ -22,7 +22,7 @@ TERMINAL = ("done", "failed")
 class Client:
     """Submit jobs and look after them.
 
-    ``submit`` follows DESIGN §6: ``jobs.submit(..., notify => false)`` commits the row, then
+    ``submit`` follows docs/design.md §6: ``jobs.submit(..., notify => false)`` commits the row, then
     the id is pushed to Redis; if the push fails the job is parked with
     ``jobs.mark_enqueue_failed`` (the reaper recovers it) and the id is still returned —
     the job is durable either way.
@@ -52,6 +52,17 @@ class Client:
                              run_after=run_after, ordering_key=ordering_key, notify=False)
         self._signal([job])
         return job.id
+
+    def submit_job(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+                   run_after: datetime | None = None,
+                   ordering_key: str | None = None) -> tuple[int, bool]:
+        """``submit`` answering (id, created): created is false when ``idempotency_key``
+        named an existing job, which is then returned as it is (and signalled only if it
+        still waits for one)."""
+        job, created = self.db.submit_created(kind, payload, idempotency_key=idempotency_key,
+                                              run_after=run_after, ordering_key=ordering_key)
+        self._signal([job])
+        return job.id, created
 
     def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
         """Submit many jobs in one transaction: each spec is a dict with ``kind`` and

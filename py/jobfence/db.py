@@ -9,6 +9,7 @@ so the processes can back off and retry.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, Sequence
@@ -131,6 +132,19 @@ class Database:
             "idempotency_key": idempotency_key, "run_after": run_after,
             "ordering_key": ordering_key, "notify": notify}, rows.JOB)
 
+    def submit_created(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+                       run_after: datetime | None = None,
+                       ordering_key: str | None = None) -> tuple[rows.Job, bool]:
+        """``submit(notify => false)`` answering (the job, whether this call created it):
+        false for an idempotent repeat of an earlier submit."""
+        job = self._one(sql.SUBMIT_CREATED, {
+            "kind": kind, "payload": Jsonb({} if payload is None else payload),
+            "idempotency_key": idempotency_key, "run_after": run_after,
+            "ordering_key": ordering_key}, rows.JOB)
+        extra = dict(job.extra)
+        created = bool(extra.pop("created", True))
+        return dataclasses.replace(job, extra=extra), created
+
     def submit_many(self, specs: Sequence[dict]) -> list[rows.Job]:
         return self._all(sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)
 
@@ -247,10 +261,11 @@ class Database:
         return [r["seconds"] for r in self._all(sql.LATENCIES, {"job_ids": list(job_ids)})]
 
     def list_jobs(self, *, kind: str | None = None, status: str | None = None,
-                  before_id: int | None = None, max_jobs: int = 100) -> list[rows.Job]:
+                  before_id: int | None = None, max_jobs: int = 100,
+                  queue: str | None = None) -> list[rows.Job]:
         """Jobs newest first; page on with ``before_id`` = the last id of the previous page."""
         return self._all(sql.LIST_JOBS, {"kind": kind, "status": status, "before_id": before_id,
-                                         "max_jobs": max_jobs}, rows.JOB)
+                                         "max_jobs": max_jobs, "queue": queue}, rows.JOB)
 
     def events(self, job_id: int) -> list[rows.Event]:
         return self._all(sql.EVENTS, {"job_id": job_id}, rows.EVENT)

@@ -119,3 +119,83 @@ def test_load_app_finds_a_module_in_the_working_directory_and_names_its_import_e
     assert "hello" in load_app("newcomer_jobs:app").tasks
     with pytest.raises(AppLoadError, match="importing broken_jobs failed: No module named 'nosuch_dependency_xyz'"):
         load_app("broken_jobs:app")
+
+
+@pytest.mark.parametrize("command", ["worker", "run"])
+@pytest.mark.parametrize("ref, says", [
+    ("mymodule", "must look like MODULE:ATTR"),
+    ("nosuch.module:app", "no module named 'nosuch'"),
+    ("jobfence.examples:nope", "has no attribute 'nope'"),
+])
+def test_an_app_mistake_is_one_line_and_exit_2(cli, command, ref, says):
+    out = cli(command, "--app", ref, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_worker_finds_an_app_module_in_its_working_directory(cli, tmp_path):
+    (tmp_path / "newcomer_mod.py").write_text("import jobfence\napp = jobfence.App('newcomer')\n")
+    out = cli("worker", "--app", "newcomer_mod:app", "--declare-only", cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    elsewhere = cli("worker", "--app", "newcomer_mod:app", "--declare-only", timeout=60)
+    assert elsewhere.returncode == 2 and "--app-dir" in elsewhere.stderr
+    via_flag = cli("worker", "--app", "newcomer_mod:app", "--app-dir", str(tmp_path), "--declare-only",
+                   timeout=60)
+    assert via_flag.returncode == 0, via_flag.stderr
+
+
+def test_status_of_an_unknown_id_with_json_prints_a_json_error(cli):
+    out = cli("status", "999999", "--json")
+    assert out.returncode == 3
+    error = json.loads(out.stdout)["error"]
+    assert error["exit_code"] == 3 and error["sqlstate"] == "JB002" and "not found" in error["message"]
+
+
+def test_a_database_without_the_schema_names_the_command_that_deploys_it(cli, tmp_path):
+    import psycopg
+
+    from conftest import ADMIN_URL
+
+    name = f"jobfence_noschema_{os.getpid()}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+        out = subprocess.run([sys.executable, "-m", "jobfence", "--database-url", url, "status", "1"],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, out.stderr
+        assert "jobfence db deploy" in out.stderr and "Traceback" not in out.stderr
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_repeated_idempotency_key_says_it_is_an_existing_job(cli, conn):
+    first = cli("submit", "noop", "--idempotency-key", "order:7", "--json")
+    assert first.returncode == 0, first.stderr
+    made = json.loads(first.stdout)
+    assert made["created"] is True
+    again = cli("submit", "noop", "--idempotency-key", "order:7", "--json")
+    assert json.loads(again.stdout) == {"id": made["id"], "created": False}
+    human = cli("submit", "noop", "--idempotency-key", "order:7")
+    assert human.returncode == 0
+    assert human.stdout.startswith(f"existing noop job {made['id']}: idempotency key 'order:7' was used before")
+    assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 1
+
+
+def test_status_of_a_job_that_succeeded_after_a_failure_labels_the_old_error(cli, conn):
+    conn.execute("SELECT jobs.define_type('relabel', max_retries => 0)")
+    job_id = conn.execute("SELECT id FROM jobs.submit('relabel', '{}')").fetchone()[0]
+    conn.execute("SELECT * FROM jobs.claim(%s, 'w1')", (job_id,))
+    conn.execute("SELECT * FROM jobs.fail(%s, 'w1', 1, 'boom', false)", (job_id,))
+    conn.execute("SELECT jobs.replay(%s)", (job_id,))
+    (version,), = conn.execute("SELECT lease_version FROM jobs.claim(%s, 'w1')", (job_id,)).fetchall()
+    conn.execute("SELECT * FROM jobs.complete(%s, 'w1', %s, '{}')", (job_id, version))
+    out = cli("status", str(job_id), "--no-events")
+    assert out.returncode == 0
+    line = next(l for l in out.stdout.splitlines() if l.startswith("error"))
+    assert "boom" in line and "an earlier attempt's; the job then succeeded" in line
+    # The row itself is unchanged: --json shows the stored error as it is.
+    assert json.loads(cli("status", str(job_id), "--json", "--no-events").stdout)["error"] == "boom"

@@ -134,10 +134,12 @@ def test_stats_errors_use_the_documented_exit_codes(clean_db, jobfence):
     assert too_long.returncode == 5 and "22023" in too_long.stderr, too_long.stderr
     down = jobfence("--database-url", "postgresql://127.0.0.1:1/none", "stats", "--json")
     assert down.returncode == 6 and "PostgreSQL unavailable" in down.stderr
-    assert down.stdout == ""
+    # --json: the error as JSON on stdout too (docs/cli.md, exit codes).
+    assert json.loads(down.stdout)["error"]["exit_code"] == 6
     # A database without the jobs schema: a server error, on one line.
     bare = jobfence("--database-url", ADMIN_URL, "stats")
     assert bare.returncode == 1 and "42P01" in bare.stderr, bare.stderr
+    assert "jobfence db deploy" in bare.stderr
     for out in (too_long, down, bare):
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 2
 

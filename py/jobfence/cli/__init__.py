@@ -7,8 +7,10 @@ import click
 from .. import __version__
 from .api import api
 from .audit import audit
+from .chaos import chaos
 from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from .jobs import cancel, demo, replay, status, submit
+from .listing import list_jobs
 from .metrics import metrics
 from .processes import reaper, relay, run, worker
 from .schema import db
@@ -33,6 +35,6 @@ def main(ctx: click.Context, database_url: str, redis_url: str, log_format: str,
                "log_format": log_format, "log_level": log_level.upper()}
 
 
-for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, demo, stats, top,
-                metrics, audit, db):
+for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, list_jobs, demo,
+                stats, top, metrics, audit, db, chaos):
     main.add_command(command)

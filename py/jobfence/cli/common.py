@@ -16,6 +16,7 @@ import psycopg
 import redis
 
 from .. import log as jlog
+from .. import redact
 from ..errors import (IllegalTransition, InvalidParameter, JobfenceError, JobNotFound,
                      PayloadTooLarge, UnknownKind)
 from ..transport import MAX_JOB_ID
@@ -38,12 +39,37 @@ EXIT_JOB_FAILED = 9
 
 class Fail(click.ClickException):
     def __init__(self, message: str, code: int):
-        super().__init__(message)
+        # Every error a command prints passes here; libpq and redis-py quote pieces of a
+        # malformed URL, password included.
+        super().__init__(redact.text(message))
         self.exit_code = code
 
 
+# The per-process connection URLs (docs/cli.md, "Connection URLs"): each long-running
+# process may log in as its own role; unset, it uses --database-url.
+ROLE_DATABASE_URL_ENV = {role: f"JOBFENCE_{role.upper()}_DATABASE_URL"
+                         for role in ("worker", "reaper", "relay", "api")}
+
+
 def cfg(ctx: click.Context) -> dict:
-    return ctx.find_root().obj
+    root = ctx.find_root()
+    conf = root.obj
+    if not conf.get("_redacting"):
+        conf["_redacting"] = True
+        jlog.redact_last_resort()
+        redact.register(conf.get("database_url"), conf.get("redis_url"),
+                        *(os.environ.get(v) for v in ROLE_DATABASE_URL_ENV.values()))
+    return conf
+
+
+def database_url_for(ctx: click.Context, role: str) -> str:
+    """The URL process ``role`` logs in with: --database-url given on the command line,
+    else JOBFENCE_<ROLE>_DATABASE_URL, else JOBFENCE_DATABASE_URL, else the default."""
+    conf = cfg(ctx)
+    root = ctx.find_root()
+    if root.get_parameter_source("database_url") == click.core.ParameterSource.COMMANDLINE:
+        return conf["database_url"]
+    return os.environ.get(ROLE_DATABASE_URL_ENV[role], "").strip() or conf["database_url"]
 
 
 def json_default(value: Any) -> Any:
@@ -76,33 +102,63 @@ def server_error(exc: psycopg.Error) -> str:
 
 
 def map_errors(fn):
-    """Map library errors to documented exit codes, one place for every command."""
+    """Map library errors to documented exit codes, one place for every command. With
+    ``--json`` the error is also printed on stdout as ``{"error": {...}}``, so a script that
+    reads stdout learns why it is empty."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except JobNotFound as exc:
-            raise Fail(f"not found: {tag(exc)}", EXIT_NOT_FOUND) from None
-        except IllegalTransition as exc:
-            raise Fail(f"refused: {tag(exc)}", EXIT_REFUSED) from None
-        except (InvalidParameter, PayloadTooLarge, UnknownKind) as exc:
-            raise Fail(f"invalid: {tag(exc)}", EXIT_INVALID) from None
-        except JobfenceError as exc:
-            raise Fail(tag(exc), EXIT_ERROR) from None
-        except psycopg.OperationalError as exc:
-            # libpq's message spans lines ("... refused\n\tIs the server running ..."): one line.
-            raise Fail("PostgreSQL unavailable: " + " ".join(str(exc).split()), EXIT_UNAVAILABLE) from None
-        except psycopg.DataError as exc:
-            # SQLSTATE class 22 (data exception): the input cannot be stored or computed,
-            # e.g. 22P05 for a \u0000 the server cannot convert, 22008 for a date overflow.
-            raise Fail(f"invalid: {server_error(exc)}", EXIT_INVALID) from None
-        except psycopg.Error as exc:
-            raise Fail(f"database error: {server_error(exc)}", EXIT_ERROR) from None
-        except redis.ConnectionError as exc:
-            raise Fail(f"Redis unavailable: {exc}", EXIT_UNAVAILABLE) from None
+        except Fail:
+            raise
+        except Exception as exc:  # noqa: BLE001 - mapped below, or re-raised untouched
+            failure = _failure_of(exc)
+            if failure is None:
+                raise
+            if kwargs.get("as_json"):
+                json_out({"error": {"message": failure.message, "exit_code": failure.exit_code,
+                                    "sqlstate": getattr(exc, "sqlstate", None)}})
+            raise failure from None
     return wrapper
+
+
+# The schema is missing (3F000, or 42P01 on a jobs relation) or older than this driver (42883
+# on a jobs function): say what to run instead of a bare server message.
+DEPLOY_HINT = "; deploy the schema with `jobfence db deploy` (docs/cli.md)"
+
+
+def _failure_of(exc: Exception) -> "Fail | None":
+    if isinstance(exc, JobNotFound):
+        return Fail(f"not found: {tag(exc)}", EXIT_NOT_FOUND)
+    if isinstance(exc, IllegalTransition):
+        return Fail(f"refused: {tag(exc)}", EXIT_REFUSED)
+    if isinstance(exc, (InvalidParameter, PayloadTooLarge, UnknownKind)):
+        return Fail(f"invalid: {tag(exc)}", EXIT_INVALID)
+    if isinstance(exc, JobfenceError):
+        return Fail(tag(exc), EXIT_ERROR)
+    if isinstance(exc, psycopg.OperationalError):
+        # libpq's message spans lines ("... refused\n\tIs the server running ..."): one line.
+        return Fail("PostgreSQL unavailable: " + " ".join(str(exc).split()), EXIT_UNAVAILABLE)
+    if isinstance(exc, psycopg.DataError):
+        # SQLSTATE class 22 (data exception): the input cannot be stored or computed,
+        # e.g. 22P05 for a \u0000 the server cannot convert, 22008 for a date overflow.
+        return Fail(f"invalid: {server_error(exc)}", EXIT_INVALID)
+    if isinstance(exc, psycopg.errors.InvalidSchemaName) or (
+            isinstance(exc, (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable))
+            and "jobs." in str(exc)):
+        return Fail(f"database error: {server_error(exc)}{DEPLOY_HINT}", EXIT_ERROR)
+    if isinstance(exc, psycopg.Error):
+        return Fail(f"database error: {server_error(exc)}", EXIT_ERROR)
+    if isinstance(exc, redis.ConnectionError):
+        return Fail(f"Redis unavailable: {exc}", EXIT_UNAVAILABLE)
+    if isinstance(exc, ValueError):
+        # redis-py refuses a malformed URL with ValueError ("Port could not be cast...").
+        text = str(exc).lower()
+        if "url" in text or "port could not be cast" in text:
+            return Fail(f"invalid URL: {exc}", EXIT_USAGE)
+    return None
 
 
 class JobId(click.ParamType):
@@ -191,12 +247,20 @@ def client_for(ctx: click.Context):
     return Client(conf["database_url"], conf["redis_url"], timeout=3.0)
 
 
+def app_from(app_ref: str, app_dir: str | None = "."):
+    """The App that ``--app`` names; a mistake in it is a usage error (exit 2), one line."""
+    from ..app import AppLoadError, load_app
+
+    try:
+        return load_app(app_ref, app_dir)
+    except AppLoadError as exc:
+        raise Fail(str(exc), EXIT_USAGE) from None
+
+
 def queues_from(app_ref: str | None, queues: tuple[str, ...]) -> list[str]:
     found = list(queues)
     if app_ref:
-        from ..app import load_app
-
-        found += load_app(app_ref).queues
+        found += app_from(app_ref).queues
     return sorted(set(found))
 
 

@@ -16,11 +16,28 @@ from .common import (EXIT_INVALID, EXIT_JOB_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, 
                      table)
 
 
+def _read_payload_text(raw: str) -> str:
+    """``--payload`` is the JSON itself, ``@PATH`` a file holding it, or ``-`` standard
+    input: a payload near the 256 KiB limit does not fit in a command line."""
+    if raw == "-":
+        return click.get_text_stream("stdin").read()
+    if raw.startswith("@"):
+        path = raw[1:]
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise click.BadParameter(f"cannot read {path}: {reason}", param_hint="--payload") from None
+    return raw
+
+
 def _parse_payload(raw: str | None) -> Any:
     if raw is None:
         return {}
+    text = _read_payload_text(raw)
     try:
-        value = json.loads(raw)
+        value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
     if value is None:
@@ -58,6 +75,10 @@ def _parse_when(raw: str | None) -> datetime | None:
     except ValueError:
         seconds = None
     if seconds is not None:
+        if not seconds >= 0 or seconds == float("inf"):
+            # As every duration option: "5 seconds ago" is a typo more often than "now".
+            raise click.BadParameter(f"{raw}: seconds from now must be 0 or more (finite); "
+                                     "omit --run-after to run now", param_hint=hint)
         try:
             return datetime.now(timezone.utc) + timedelta(seconds=seconds)
         except (OverflowError, ValueError):
@@ -74,7 +95,8 @@ def _parse_when(raw: str | None) -> datetime | None:
 
 @click.command()
 @click.argument("kind")
-@click.option("--payload", default=None, help="JSON object [default: {}].")
+@click.option("--payload", default=None,
+              help="JSON object [default: {}]; @PATH reads it from a file, - from stdin.")
 @click.option("--idempotency-key", default=None)
 @click.option("--run-after", default=None, help="Seconds from now, or an ISO 8601 timestamp.")
 @click.option("--ordering-key", default=None)
@@ -91,9 +113,11 @@ def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, 
     payload = _parse_payload(payload)
     when = _parse_when(run_after)
     with client_for(ctx) as client:
+        created = True
         if count == 1:
-            ids = [client.submit(kind, payload, idempotency_key=idempotency_key, run_after=when,
-                                 ordering_key=ordering_key)]
+            job_id, created = client.submit_job(kind, payload, idempotency_key=idempotency_key,
+                                                run_after=when, ordering_key=ordering_key)
+            ids = [job_id]
         else:
             if idempotency_key:
                 raise click.BadParameter("cannot be combined with --count",
@@ -105,7 +129,10 @@ def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, 
                                             "ordering_key": ordering_key}] * n)
         if not wait:
             if as_json:
-                json_out({"ids": ids} if count > 1 else {"id": ids[0]})
+                json_out({"ids": ids} if count > 1 else {"id": ids[0], "created": created})
+            elif not created:
+                click.echo(f"existing {kind} job {ids[0]}: idempotency key {idempotency_key!r} "
+                           "was used before; nothing new submitted")
             else:
                 click.echo(f"submitted {kind} job {ids[0]}" if count == 1 else
                            f"submitted {count} {kind} jobs, ids {ids[0]}..{ids[-1]}")
@@ -125,11 +152,13 @@ def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, 
 
 
 def _progress(client, ids: list[int], timeout: float, *, quiet: bool = False,
-              interval: float = 0.5) -> dict[str, int]:
+              interval: float = 0.5, started: float | None = None) -> dict[str, int]:
     """Poll status counts until every job is terminal or the timeout passes; draws a
-    progress line on stderr (a terminal rewrites it in place)."""
-    started = time.monotonic()
-    deadline = started + timeout
+    progress line on stderr (a terminal rewrites it in place). Rates count from ``started``
+    (the first submission), so a line drawn just after a long submit does not overstate it."""
+    polled = time.monotonic()
+    started = polled if started is None else started
+    deadline = polled + timeout
     tty = sys.stderr.isatty()
     total = len(ids)
     counts: dict[str, int] = {}
@@ -189,6 +218,10 @@ def status(ctx, job_id, events, as_json):
     attempts = job.retry_count + (1 if job.status in ("processing", "done") else 0)
     data["attempts"] = (f"{attempts} ({job.retry_count} failed, max retries {job.max_retries}, "
                         f"so at most {job.max_retries + 1})")
+    if job.status == "done" and job.error:
+        # A done job keeps the error of its last failed attempt (docs/decisions.md): say so,
+        # or a success reads as a failure.
+        data["error"] = f"{job.error}  (an earlier attempt's; the job then succeeded)"
     width = max(len(f) for f in fields)
     for f in fields:
         if f in data and (data[f] is not None or f in ("result", "error")):
@@ -274,14 +307,19 @@ def demo(ctx, total, crash, timeout, seed, as_json):
         if not as_json:
             click.echo(f"submitted {len(ids)} jobs in {time.monotonic() - started:.1f}s "
                        f"(ids {ids[0]}..{ids[-1]})", err=True)
-        counts = _progress(client, ids, timeout, quiet=as_json)
+        counts = _progress(client, ids, timeout, quiet=as_json, started=started)
         elapsed = time.monotonic() - started
         latencies = sorted(client.db.latencies(ids))
     pct = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 2) \
         if latencies else None  # noqa: E731
     slo = sum(1 for s in latencies if s <= 25.0) / len(ids)
-    summary = {"jobs": len(ids), "seconds": round(elapsed, 1),
-               "jobs_per_second": round(len(ids) / elapsed, 1) if elapsed else None,
+    terminal = sum(counts.get(s, 0) for s in ("done", "failed"))
+    finished = terminal == len(ids)
+    summary = {"jobs": len(ids), "terminal": terminal, "finished": finished,
+               "seconds": round(elapsed, 1),
+               # Jobs that ended, over the time since the first submission: an unfinished
+               # run does not get credit for the jobs it never finished.
+               "jobs_per_second": round(terminal / elapsed, 1) if elapsed else None,
                "counts": counts,
                "latency_seconds": {"p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
                                    "max": round(latencies[-1], 2) if latencies else None},
@@ -291,13 +329,16 @@ def demo(ctx, total, crash, timeout, seed, as_json):
     else:
         click.echo(table(["status", "jobs"], [[s, n] for s, n in sorted(counts.items())]))
         lat = summary["latency_seconds"]
-        click.echo(f"{len(ids)} jobs in {elapsed:.1f}s ({summary['jobs_per_second']} jobs/s)")
+        if finished:
+            click.echo(f"{len(ids)} jobs in {elapsed:.1f}s ({summary['jobs_per_second']} jobs/s)")
+        else:
+            click.echo(f"unfinished: {terminal} of {len(ids)} jobs terminal after {elapsed:.1f}s "
+                       f"({summary['jobs_per_second']} jobs/s so far)")
         click.echo(f"submit -> terminal: p50 {lat['p50']}s  p95 {lat['p95']}s  p99 {lat['p99']}s  "
-                   f"max {lat['max']}s; {slo:.1%} within the 25 s SLO (target 95 %)")
+                   f"max {lat['max']}s; {slo:.1%} of all {len(ids)} jobs within the 25 s SLO "
+                   "(target 95 %)")
         if counts.get("failed"):
             click.echo(f"{counts['failed']} failed: flaky jobs (p=0.3) that spent their retries; "
                        "see `jobfence status ID`, re-drive with `jobfence replay ID`")
-    if sum(counts.get(s, 0) for s in ("done", "failed")) < len(ids):
+    if not finished:
         raise Fail(f"timed out after {timeout}s", EXIT_TIMEOUT)
-
-

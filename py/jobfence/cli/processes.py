@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from .common import (EXIT_USAGE, POSITIVE_SECONDS, SECONDS, WEBHOOK_URL, Fail, cfg, exit_process,
-                     queues_from, setup_logging)
+from .common import (EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
+                     Fail, app_from, cfg, database_url_for, exit_process, map_errors, queues_from,
+                     setup_logging)
 from .metrics import with_metrics_port
 
 
@@ -31,6 +32,8 @@ def _serve_metrics(port: int | None, host: str, role: str) -> None:
 
 @click.command()
 @click.option("--app", "app_ref", required=True, help="The App to serve, as MODULE:ATTR.")
+@click.option("--app-dir", default=".", show_default=True,
+              help="Put this directory first on the import path before loading --app.")
 @click.option("--concurrency", default=32, show_default=True, type=click.IntRange(1, 4096),
               help="Handlers in flight: sync handlers on this many threads, async handlers "
                    "this many at a time on the event loop.")
@@ -51,21 +54,28 @@ def _serve_metrics(port: int | None, host: str, role: str) -> None:
 @click.option("--pop-timeout", default=1.0, show_default=True, type=POSITIVE_SECONDS,
               help="Seconds a blocking pop waits (bounds shutdown latency).")
 @click.option("--no-declare", is_flag=True, help="Do not call jobs.define_type at start.")
+@click.option("--declare-only", is_flag=True,
+              help="Declare the app with --database-url and exit: its kinds "
+                   "(jobs.define_type, a jobs_admin right) and what its start hooks create; "
+                   "for workers that log in as jobs_worker and run --no-declare.")
 @with_metrics_port
 @click.pass_context
-def worker(ctx, app_ref, concurrency, batch, prefetch, processes, queues, name, grace,
-           pop_timeout, no_declare, metrics_port, metrics_host):
+def worker(ctx, app_ref, app_dir, concurrency, batch, prefetch, processes, queues, name, grace,
+           pop_timeout, no_declare, declare_only, metrics_port, metrics_host):
     """Run handlers: pop ids, claim, run, complete or fail — in batches."""
-    from ..app import load_app
     from ..worker import Worker, default_name
+
+    app = app_from(app_ref, app_dir)
+    if declare_only:
+        _declare(cfg(ctx)["database_url"], app)
+        return
 
     name = name or default_name()
     setup_logging(ctx, "worker", worker=name)
     _serve_metrics(metrics_port, metrics_host, "worker")
-    app = load_app(app_ref)
     conf = cfg(ctx)
-    w = Worker(app, conf["database_url"], conf["redis_url"], name=name, concurrency=concurrency,
-               batch=batch, prefetch=prefetch, processes=processes,
+    w = Worker(app, database_url_for(ctx, "worker"), conf["redis_url"], name=name,
+               concurrency=concurrency, batch=batch, prefetch=prefetch, processes=processes,
                queues=list(queues) or None, grace=grace, pop_timeout=pop_timeout,
                declare=not no_declare)
     if metrics_port is not None:
@@ -74,6 +84,23 @@ def worker(ctx, app_ref, concurrency, batch, prefetch, processes, queues, name, 
         watch_worker(w)
     w.install_signal_handlers()
     exit_process(w.run())
+
+
+@map_errors
+def _declare(database_url: str, app) -> None:
+    from ..db import Database
+
+    db = Database(database_url, max_size=1, open_timeout=5.0, timeout=5.0)
+    try:
+        # Not App.declare: that one shrugs off a refused define_type, which a worker may.
+        for task in app.tasks.values():
+            db.define_type(task.kind, **task.options)
+        for hook in app.start_hooks:
+            with db.connection() as conn:
+                hook(conn)
+    finally:
+        db.close()
+    click.echo(f"declared {len(app.tasks)} kinds: {', '.join(sorted(app.tasks))}")
 
 
 def _serve(component) -> None:
@@ -108,7 +135,7 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
     setup_logging(ctx, "reaper")
     _serve_metrics(metrics_port, metrics_host, "reaper")
     conf = cfg(ctx)
-    _serve(Reaper(conf["database_url"], conf["redis_url"], interval=interval,
+    _serve(Reaper(database_url_for(ctx, "reaper"), conf["redis_url"], interval=interval,
                   stale_after=stale_after, queues=queues_from(app_ref, queues), batch=batch,
                   dead_letter_webhook=dead_letter_webhook))
 
@@ -128,7 +155,7 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metric
     setup_logging(ctx, "relay")
     _serve_metrics(metrics_port, metrics_host, "relay")
     conf = cfg(ctx)
-    _serve(Relay(conf["database_url"], conf["redis_url"], poll_interval=poll_interval,
+    _serve(Relay(database_url_for(ctx, "relay"), conf["redis_url"], poll_interval=poll_interval,
                  stale_after=stale_after, queues=queues_from(app_ref, queues)))
 
 
@@ -154,9 +181,11 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metric
 @click.option("--api-host", default="127.0.0.1", show_default=True,
               help="Address the HTTP API listens on.")
 @click.option("--no-api", is_flag=True, help="Do not start the HTTP API.")
+@click.option("--no-declare", is_flag=True,
+              help="Workers do not call jobs.define_type (an administrator declared the kinds).")
 @click.pass_context
 def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after, grace, queues,
-        metrics_port, metrics_host, dead_letter_webhook, api_port, api_host, no_api):
+        metrics_port, metrics_host, dead_letter_webhook, api_port, api_host, no_api, no_declare):
     """Relay + reaper + N workers + the HTTP API in one process tree (for a laptop)."""
     from ..runner import Supervisor, build_children
     from .api import TOKENS_ENV, is_loopback
@@ -167,10 +196,15 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
     if api_no_auth and not is_loopback(api_host):
         raise Fail(f"--api-host {api_host} is not a loopback address and {TOKENS_ENV} is "
                    "unset: set tokens, listen on 127.0.0.1, or pass --no-api", EXIT_USAGE)
+    # A mistake in --app is one line now, not a restart loop of children that cannot start.
+    app_from(app_ref)
     setup_logging(ctx, "run")
     conf = cfg(ctx)
-    env = dict(os.environ, JOBFENCE_DATABASE_URL=conf["database_url"],
-               JOBFENCE_REDIS_URL=conf["redis_url"])
+    # URLs travel in the environment, never in argv (which /proc/PID/cmdline shows). Each
+    # child gets the one URL of its role and none of the others' credentials.
+    env = {k: v for k, v in os.environ.items() if k not in ROLE_DATABASE_URL_ENV.values()}
+    env["JOBFENCE_REDIS_URL"] = conf["redis_url"]
+    role_urls = {role: database_url_for(ctx, role) for role in ROLE_DATABASE_URL_ENV}
     if dead_letter_webhook:
         env["JOBFENCE_DEAD_LETTER_WEBHOOK"] = dead_letter_webhook
     children = build_children(app=app_ref, workers=workers, concurrency=concurrency, batch=batch,
@@ -178,7 +212,8 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
                               reaper_interval=reaper_interval, stale_after=stale_after,
                               grace=grace, queues=list(queues), metrics_port=metrics_port,
                               metrics_host=metrics_host, api_port=None if no_api else api_port,
-                              api_host=api_host, api_no_auth=api_no_auth)
+                              api_host=api_host, api_no_auth=api_no_auth,
+                              role_urls=role_urls, declare=not no_declare)
     sys.exit(Supervisor(children, env=env, grace=grace).run())
 
 
