@@ -1,4 +1,5 @@
 -- Deploy jobfence:complete to pg
+-- requires: complete_with_token
 -- requires: outcome
 -- requires: raise_lease_lost
 -- requires: finish_leases
@@ -11,19 +12,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    answer jobs.outcome;
 BEGIN
-    PERFORM jobs.check_worker('jobs.complete', worker);
-    SELECT * INTO answer
-      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version], '{done}', ARRAY[result], '{NULL}',
-                              NULL, 'jobs.complete');
-    -- Raising (rather than returning accepted = false) rolls back effects the caller wrote
-    -- in the same transaction.
-    IF NOT answer.accepted THEN
-        PERFORM jobs.raise_lease_lost('jobs.complete', job_id, worker, lease_version);
-    END IF;
-    RETURN answer;
+    -- The token form with no token: one body for both (docs/security.md).
+    RETURN jobs.complete(job_id, worker, lease_version, result, NULL::uuid);
 END $$;
 COMMENT ON FUNCTION jobs.complete(bigint, text, bigint, jsonb) IS
     'Finish a job with its result (processing -> done) if worker still holds lease_version under the session role that claimed it. JB001 otherwise (nothing written), JB002 for an unknown job, 22023 for a result over 1 MiB. wake lists jobs this made claimable.';

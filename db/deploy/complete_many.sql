@@ -1,4 +1,5 @@
 -- Deploy jobfence:complete_many to pg
+-- requires: complete_many_with_token
 -- requires: outcome
 -- requires: finish_leases
 -- requires: check_worker
@@ -10,26 +11,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    n integer := cardinality(job_ids);
 BEGIN
-    PERFORM jobs.check_worker('jobs.complete_many', worker);
-    IF job_ids IS NULL OR lease_versions IS NULL
-       OR n <> cardinality(lease_versions)
-       OR (results IS NOT NULL AND cardinality(results) <> n) THEN
-        RAISE EXCEPTION 'jobs.complete_many: job_ids (%), lease_versions (%) and results (%) must be arrays of the same length',
-            coalesce(cardinality(job_ids)::text, 'NULL'), coalesce(cardinality(lease_versions)::text, 'NULL'),
-            coalesce(cardinality(results)::text, 'NULL')
-            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], results[i]); results may be NULL for no results.';
-    END IF;
-    IF n = 0 THEN
-        RETURN;
-    END IF;
-    RETURN QUERY
-    SELECT * FROM jobs.finish_leases(job_ids, array_fill(worker, ARRAY[n]), lease_versions,
-                                     array_fill('done'::text, ARRAY[n]),
-                                     coalesce(results, array_fill(NULL::jsonb, ARRAY[n])),
-                                     array_fill(NULL::text, ARRAY[n]), NULL, 'jobs.complete_many');
+    -- The token form with no tokens: one body for both (docs/security.md).
+    RETURN QUERY SELECT * FROM jobs.complete_many(job_ids, worker, lease_versions, results, NULL::uuid[]);
 END $$;
 COMMENT ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[]) IS
     'Complete many jobs in one round trip. One outcome per item in input order: accepted = false (nothing written) where worker no longer holds that lease_version under the claiming session role. 22023 (nothing written) when a result exceeds 1 MiB.';

@@ -15,13 +15,13 @@ DECLARE
     n integer := cardinality(job_ids);
 BEGIN
     PERFORM jobs.check_worker('jobs.complete_many', worker);
-    IF job_ids IS NULL OR lease_versions IS NULL OR tokens IS NULL
-       OR n <> cardinality(lease_versions) OR n <> cardinality(tokens)
+    IF job_ids IS NULL OR lease_versions IS NULL
+       OR n <> cardinality(lease_versions) OR (tokens IS NOT NULL AND cardinality(tokens) <> n)
        OR (results IS NOT NULL AND cardinality(results) <> n) THEN
         RAISE EXCEPTION 'jobs.complete_many: job_ids (%), lease_versions (%), results (%) and tokens (%) must be arrays of the same length',
             coalesce(cardinality(job_ids)::text, 'NULL'), coalesce(cardinality(lease_versions)::text, 'NULL'),
             coalesce(cardinality(results)::text, 'NULL'), coalesce(cardinality(tokens)::text, 'NULL')
-            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], results[i], tokens[i]); results may be NULL for no results.';
+            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], results[i], tokens[i]); results may be NULL for no results, tokens NULL for none.';
     END IF;
     IF n = 0 THEN
         RETURN;

@@ -17,14 +17,14 @@ DECLARE
     bad bigint;
 BEGIN
     PERFORM jobs.check_worker('jobs.fail_many', worker);
-    IF job_ids IS NULL OR lease_versions IS NULL OR errors IS NULL OR retryable IS NULL OR tokens IS NULL
+    IF job_ids IS NULL OR lease_versions IS NULL OR errors IS NULL OR retryable IS NULL
        OR n <> cardinality(lease_versions) OR n <> cardinality(errors) OR n <> cardinality(retryable)
-       OR n <> cardinality(tokens) THEN
+       OR (tokens IS NOT NULL AND cardinality(tokens) <> n) THEN
         RAISE EXCEPTION 'jobs.fail_many: job_ids (%), lease_versions (%), errors (%), retryable (%) and tokens (%) must be arrays of the same length',
             coalesce(cardinality(job_ids)::text, 'NULL'), coalesce(cardinality(lease_versions)::text, 'NULL'),
             coalesce(cardinality(errors)::text, 'NULL'), coalesce(cardinality(retryable)::text, 'NULL'),
             coalesce(cardinality(tokens)::text, 'NULL')
-            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], errors[i], retryable[i], tokens[i]).';
+            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], errors[i], retryable[i], tokens[i]); tokens NULL for none.';
     END IF;
     SELECT e.ord - 1 INTO bad
       FROM unnest(errors, retryable) WITH ORDINALITY AS e(error, retry, ord)

@@ -1,4 +1,5 @@
 -- Deploy jobfence:heartbeat_many to pg
+-- requires: heartbeat_many_with_token
 -- requires: job
 -- requires: check_worker
 -- requires: extend_leases
@@ -11,19 +12,8 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
-    PERFORM jobs.check_worker('jobs.heartbeat_many', heartbeat_many.worker);
-    IF heartbeat_many.job_ids IS NULL OR heartbeat_many.lease_versions IS NULL
-       OR cardinality(heartbeat_many.job_ids) <> cardinality(heartbeat_many.lease_versions) THEN
-        RAISE EXCEPTION 'jobs.heartbeat_many: job_ids (%) and lease_versions (%) must be arrays of the same length',
-            coalesce(cardinality(heartbeat_many.job_ids)::text, 'NULL'),
-            coalesce(cardinality(heartbeat_many.lease_versions)::text, 'NULL')
-            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i]): every lease the worker holds.';
-    END IF;
-    -- The same rule as jobs.heartbeat, for every lease of a worker at once, never waiting on
-    -- a row lock (a completion in flight, a reaper's sweep): such an item comes back with
-    -- held = NULL, to be asked again. The predicate lives in extend_leases.
-    RETURN QUERY SELECT * FROM jobs.extend_leases(heartbeat_many.job_ids, heartbeat_many.worker,
-                                                  heartbeat_many.lease_versions, NULL);
+    -- The token form with no tokens: one body for both (docs/security.md).
+    RETURN QUERY SELECT * FROM jobs.heartbeat_many(job_ids, worker, lease_versions, NULL::uuid[]);
 END $$;
 COMMENT ON FUNCTION jobs.heartbeat_many(bigint[], text, bigint[]) IS
     'Extend every given lease the worker holds, in one statement that never waits on a row lock. One row per item in input order: held true (extended; alive and cancel_requested as jobs.heartbeat), false (lease lost, not held by this session role, or job unknown), NULL (row locked elsewhere: ask again).';

@@ -13,14 +13,15 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     PERFORM jobs.check_worker('jobs.heartbeat_many', heartbeat_many.worker);
-    IF heartbeat_many.job_ids IS NULL OR heartbeat_many.lease_versions IS NULL OR heartbeat_many.tokens IS NULL
+    IF heartbeat_many.job_ids IS NULL OR heartbeat_many.lease_versions IS NULL
        OR cardinality(heartbeat_many.job_ids) <> cardinality(heartbeat_many.lease_versions)
-       OR cardinality(heartbeat_many.job_ids) <> cardinality(heartbeat_many.tokens) THEN
+       OR (heartbeat_many.tokens IS NOT NULL
+           AND cardinality(heartbeat_many.job_ids) <> cardinality(heartbeat_many.tokens)) THEN
         RAISE EXCEPTION 'jobs.heartbeat_many: job_ids (%), lease_versions (%) and tokens (%) must be arrays of the same length',
             coalesce(cardinality(heartbeat_many.job_ids)::text, 'NULL'),
             coalesce(cardinality(heartbeat_many.lease_versions)::text, 'NULL'),
             coalesce(cardinality(heartbeat_many.tokens)::text, 'NULL')
-            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], tokens[i]): every lease the worker holds.';
+            USING ERRCODE = '22023', HINT = 'Item i is (job_ids[i], lease_versions[i], tokens[i]): every lease the worker holds; tokens NULL for none.';
     END IF;
     RETURN QUERY SELECT * FROM jobs.extend_leases(heartbeat_many.job_ids, heartbeat_many.worker,
                                                   heartbeat_many.lease_versions, heartbeat_many.tokens);

@@ -193,26 +193,6 @@ class Database:
         """items: (job_id, lease_version, error, retryable); one outcome per item, in order."""
         return self._all(sql.FAIL_MANY, _fail_many_params(items, worker), rows.OUTCOME)
 
-    def finish_many(self, completions: Sequence[tuple[int, int, Any]],
-                    failures: Sequence[tuple[int, int, str, bool]],
-                    worker: str) -> tuple[list[rows.Outcome], list[rows.Outcome]]:
-        """``complete_many`` and ``fail_many`` in one round trip (pipeline mode), each still
-        its own transaction. If the server refuses either, the error is raised and neither
-        list is returned: report them apart to find the culprit."""
-        with self.pool.connection() as conn:
-            try:
-                with conn.pipeline():
-                    done = conn.cursor(row_factory=rows.OUTCOME)
-                    done.execute(sql.COMPLETE_MANY, _complete_many_params(completions, worker))
-                    failed = conn.cursor(row_factory=rows.OUTCOME)
-                    failed.execute(sql.FAIL_MANY, _fail_many_params(failures, worker))
-                return done.fetchall(), failed.fetchall()
-            except psycopg.Error as exc:
-                mapped = translate(exc)
-                if mapped is exc:
-                    raise
-                raise mapped from exc
-
     def heartbeat_many(self, leases: Sequence[tuple[int, int]], worker: str) -> list[rows.Beat]:
         """leases: (job_id, lease_version); one row per lease, never waiting on a row lock."""
         return self._all(sql.HEARTBEAT_MANY, {
