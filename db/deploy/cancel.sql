@@ -2,7 +2,7 @@
 -- requires: outcome
 -- requires: release_dependents
 -- requires: tally
--- requires: producer_policy
+-- requires: own_jobs_only
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.cancel(job_id bigint, reason text DEFAULT 'cancelled')
 RETURNS jobs.outcome
@@ -18,8 +18,7 @@ DECLARE
     -- With producer ownership on, another role's job is "not found" (JB002): refusing it
     -- with another code would tell a producer which ids exist. Decided before the row is
     -- locked, so a refused call never holds another producer's job.
-    confined boolean := coalesce((SELECT p.ownership FROM jobs.producer_policy AS p), false)
-                        AND NOT pg_has_role(session_user, 'jobs_admin', 'MEMBER');
+    confined boolean := jobs.own_jobs_only(reading => false);
 BEGIN
     -- The reason is stored as the job's error and in its event: bounded like any other text.
     IF octet_length(reason) > 4096 THEN

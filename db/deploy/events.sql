@@ -1,4 +1,5 @@
 -- Deploy jobfence:events to pg
+-- requires: own_jobs_only
 -- requires: event
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.events(job_id bigint)
@@ -7,7 +8,13 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT e.* FROM jobs.event AS e WHERE e.job_id = events.job_id ORDER BY e.id
+    -- With producer ownership on, another role's job has no history to show (as unknown).
+    SELECT e.* FROM jobs.event AS e
+     WHERE e.job_id = events.job_id
+       AND (NOT jobs.own_jobs_only(reading => true)
+            OR EXISTS (SELECT 1 FROM jobs.job AS j
+                        WHERE j.id = events.job_id AND j.submitted_by = quote_ident(session_user)::regrole))
+     ORDER BY e.id
 $$;
 COMMENT ON FUNCTION jobs.events(bigint) IS
     'A job''s transition history, oldest first: from/to status, lease_version after the transition, worker (the name given), session_role (the login role that acted), reason, error. Zero rows for an unknown job.';

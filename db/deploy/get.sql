@@ -1,6 +1,6 @@
 -- Deploy jobfence:get to pg
 -- requires: job
--- requires: producer_policy
+-- requires: own_jobs_only
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.get(job_id bigint)
 RETURNS jobs.job
@@ -16,9 +16,7 @@ BEGIN
     -- With producer ownership on, another role's job reads as "not found" (JB002), so ids
     -- cannot be probed. Workers are exempt: claiming shows them any job's payload anyway.
     IF FOUND AND found_job.submitted_by <> quote_ident(session_user)::regrole
-       AND coalesce((SELECT p.ownership FROM jobs.producer_policy AS p), false)
-       AND NOT pg_has_role(session_user, 'jobs_admin', 'MEMBER')
-       AND NOT pg_has_role(session_user, 'jobs_worker', 'MEMBER') THEN
+       AND jobs.own_jobs_only(reading => true) THEN
         found_job := NULL;
     END IF;
     IF found_job.id IS NULL THEN

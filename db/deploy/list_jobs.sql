@@ -1,5 +1,6 @@
 -- Deploy jobfence:list_jobs to pg
 -- requires: job
+-- requires: own_jobs_only
 BEGIN;
 -- Newest first, a page at a time, by keyset (before_id: the last id of the previous page), so
 -- a page costs the same on the millionth page as on the first. Each status is read in its own
@@ -16,6 +17,8 @@ SET jit = off
 AS $$
 DECLARE
     below bigint := coalesce(before_id, 9223372036854775807);
+    -- With producer ownership on, a producer pages through its own jobs only.
+    mine regrole := CASE WHEN jobs.own_jobs_only(reading => true) THEN quote_ident(session_user)::regrole END;
 BEGIN
     IF max_jobs IS NULL OR max_jobs NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'jobs.list_jobs: max_jobs must be between 1 and 1000, got %', coalesce(max_jobs::text, 'NULL')
@@ -25,31 +28,37 @@ BEGIN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'failed' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'failed' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'queued' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'queued' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'processing' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'processing' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSIF status = 'enqueue_failed' THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'enqueue_failed' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
                       ORDER BY j.id DESC LIMIT max_jobs;
     ELSE
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.status = 'done' AND j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
                       ORDER BY j.id DESC LIMIT max_jobs;
     END IF;
 END $$;

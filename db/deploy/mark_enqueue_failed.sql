@@ -1,7 +1,7 @@
 -- Deploy jobfence:mark_enqueue_failed to pg
 -- requires: job
 -- requires: event
--- requires: producer_policy
+-- requires: own_jobs_only
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.mark_enqueue_failed(job_ids bigint[])
 RETURNS integer
@@ -12,8 +12,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     marked integer;
-    confined boolean := coalesce((SELECT p.ownership FROM jobs.producer_policy AS p), false)
-                        AND NOT pg_has_role(session_user, 'jobs_admin', 'MEMBER');
+    confined boolean := jobs.own_jobs_only(reading => false);
 BEGIN
     IF job_ids IS NULL THEN
         RAISE EXCEPTION 'jobs.mark_enqueue_failed: job_ids must be an array, not NULL'

@@ -1,10 +1,11 @@
 -- Producer ownership (jobs.producer_policy): jobs remember the login role that submitted them
 -- (jobs.job.submitted_by = session_user); with ownership on, cancel, get and
--- mark_enqueue_failed refuse another role's job as "not found" (JB002) or skip it, except for
--- members of jobs_admin (get: and jobs_worker). Off by default, and then nothing is refused.
+-- mark_enqueue_failed refuse another role's job as "not found" (JB002) or skip it, and events,
+-- children and list_jobs show none of it, except to members of jobs_admin (reads: and
+-- jobs_worker). The rule is jobs.own_jobs_only. Off by default, and then nothing is refused.
 -- Callers run as real login roles through SET SESSION AUTHORIZATION, so session_user is theirs.
 BEGIN;
-SELECT plan(33);
+SELECT plan(39);
 
 CREATE ROLE jobfence_tap_producer_a LOGIN;
 CREATE ROLE jobfence_tap_producer_b LOGIN;
@@ -91,6 +92,18 @@ SELECT is(jobs.mark_enqueue_failed(ARRAY[pg_temp.id('a2'), pg_temp.id('b1')]), 1
           'ownership on: producer B marking A''s and its own job marks only its own');
 SELECT is((jobs.get(pg_temp.id('b1'))).status, 'enqueue_failed'::jobs.status, 'ownership on: producer B reads its own job');
 SELECT is((jobs.cancel(pg_temp.id('b1'))).status, 'failed'::jobs.status, 'ownership on: producer B cancels its own job');
+SELECT is_empty(format('SELECT * FROM jobs.events(%s)', pg_temp.id('a2')),
+                'ownership on: producer B sees no history of producer A''s job (as for an unknown id)');
+SELECT is_empty(format('SELECT * FROM jobs.children(%s)', pg_temp.id('a_fan')),
+                'ownership on: producer B sees no children of producer A''s coordinator');
+SELECT is((SELECT count(*) FROM jobs.list_jobs() WHERE submitted_by <> 'jobfence_tap_producer_b'::regrole), 0::bigint,
+          'ownership on: producer B''s list_jobs pages through its own jobs only');
+SELECT ok((SELECT count(*) FROM jobs.list_jobs(max_jobs => 1000)) >= 1, 'ownership on: ... and does list them');
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+SELECT is((SELECT count(*) FROM jobs.children(pg_temp.id('a_fan'))), 1::bigint,
+          'ownership on: producer A reads its own coordinator''s children');
+SELECT ok((SELECT count(*) FROM jobs.events(pg_temp.id('a2'))) >= 1, 'ownership on: producer A reads its own job''s history');
 RESET SESSION AUTHORIZATION;
 SELECT is(pg_temp.state(pg_temp.id('a2')), (SELECT r FROM snap WHERE id = pg_temp.id('a2')),
           'ownership on: B''s refused get, cancel and mark changed nothing of A''s job (row and events)');

@@ -21,7 +21,8 @@ from .servers import LocalPostgres, RedisChild
 from .supervisor import Supervisor
 
 KINDS = ("kill_worker", "kill_reaper", "kill_relay", "sigstop_worker", "redis_flushall",
-         "redis_restart", "redis_down_submit", "pg_restart", "pg_terminate", "network_stall")
+         "redis_restart", "redis_down_submit", "redis_corrupt", "pg_restart", "pg_terminate",
+         "network_stall")
 
 
 @dataclass
@@ -121,6 +122,14 @@ def redis_restart(stage: Stage) -> dict:
     time.sleep(1.0)
     stage.redis.start()
     return {}
+
+
+def redis_corrupt(stage: Stage) -> dict:
+    # Workers must skip the bad members and keep popping; the reaper deletes the wrong-type
+    # key and re-pushes, from PostgreSQL, the delayed signals that went with it.
+    from .workload import app
+
+    return stage.redis.corrupt(app.default_queue)
 
 
 def redis_down_submit(stage: Stage) -> dict:

@@ -1,0 +1,4 @@
+-- Revert jobfence:own_jobs_only from pg
+BEGIN;
+DROP FUNCTION jobs.own_jobs_only(boolean);
+COMMIT;
