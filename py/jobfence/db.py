@@ -17,7 +17,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import rows, sql
 from .errors import translate
@@ -72,13 +73,23 @@ def _fail_many_params(items: Sequence[tuple[int, int, str, bool]], worker: str) 
             "retryable": [bool(i[3]) for i in items]}
 
 
+class InvalidDatabaseUrl(ValueError):
+    """A database URL libpq cannot parse: a usage error, never worth a retry."""
+
+
 class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
     def __init__(self, url: str, *, max_size: int = 4, name: str = "jobfence",
                  open_timeout: float | None = None, timeout: float = 10.0,
                  statement_timeout: float | None = None):
+        try:
+            conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            # libpq quotes the part it could not parse: passwords are masked by the caller.
+            raise InvalidDatabaseUrl(f"invalid database URL: {' '.join(str(exc).split())}") from None
         self.url = url
+        self.name = name
         kwargs: dict[str, Any] = {"autocommit": True, "application_name": name}
         if statement_timeout is not None:
             # A bound on every statement of this pool: a lease keeper must never wait on a
@@ -100,8 +111,26 @@ class Database:
     # -- plumbing -------------------------------------------------------------------------
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        with self.pool.connection() as conn:
-            yield conn
+        """A pooled connection. A pool that cannot connect only says how long it waited;
+        then one direct attempt names the cause (refused, no such database, bad password),
+        raised in place of the timeout."""
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as timeout:
+            cause = self.why_unreachable()
+            if cause is None:
+                raise
+            raise cause from timeout
+
+    def why_unreachable(self, timeout: float = 3.0) -> psycopg.OperationalError | None:
+        """The error of one direct connection attempt, or None when it succeeds."""
+        try:
+            psycopg.connect(self.url, connect_timeout=max(1, int(timeout)),
+                            application_name=f"{self.name}-probe").close()
+        except psycopg.OperationalError as exc:
+            return exc
+        return None
 
     @staticmethod
     def run(conn: psycopg.Connection, query, params: dict | None, row_factory) -> list:
@@ -116,7 +145,7 @@ class Database:
             raise mapped from exc
 
     def _all(self, query, params: dict | None = None, row_factory=dict_row) -> list:
-        with self.pool.connection() as conn:
+        with self.connection() as conn:
             return self.run(conn, query, params, row_factory)
 
     def _one(self, query, params: dict | None = None, row_factory=dict_row):

@@ -53,8 +53,19 @@ class Reaper:
         self._stop.set()
 
     def run(self) -> int:
-        jlog.event(logger, logging.INFO, "reaper_ready", "reaper ready",
-                   interval=self.interval, stale_after=self.stale_after, queues=sorted(self.queues))
+        # Ready means PostgreSQL answered: until then say why not, once per attempt.
+        while not self._stop.is_set():
+            cause = self.db.why_unreachable()
+            if cause is None:
+                break
+            metrics.POSTGRES.failed()
+            jlog.event(logger, logging.WARNING, "db_unavailable",
+                       f"cannot reach PostgreSQL yet; next try in {self.interval}s",
+                       error=" ".join(str(cause).split()))
+            self._stop.wait(self.interval)
+        if not self._stop.is_set():
+            jlog.event(logger, logging.INFO, "reaper_ready", "reaper ready", interval=self.interval,
+                       stale_after=self.stale_after, queues=sorted(self.queues))
         if self.dead_letters:
             self.dead_letters.start()
         while not self._stop.is_set():

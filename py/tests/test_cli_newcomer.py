@@ -3,6 +3,7 @@ negative --run-after, listing jobs, the demo's rates, and --app mistakes (docs/c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -199,3 +200,91 @@ def test_status_of_a_job_that_succeeded_after_a_failure_labels_the_old_error(cli
     assert "boom" in line and "an earlier attempt's; the job then succeeded" in line
     # The row itself is unchanged: --json shows the stored error as it is.
     assert json.loads(cli("status", str(job_id), "--json", "--no-events").stdout)["error"] == "boom"
+
+
+@pytest.mark.parametrize("url, target, password", [
+    ("postgresql://owner:p%40ss@db.example:5433/app?sslmode=require",
+     "postgresql://owner@db.example:5433/app?sslmode=require", "p@ss"),
+    ("postgresql://owner@db.example/app", "postgresql://owner@db.example/app", None),
+    ("postgresql://owner:pw@[::1]:5432/app", "postgresql://owner@[::1]:5432/app", "pw"),
+])
+def test_db_commands_hand_sqitch_the_password_in_the_environment_not_on_its_command_line(url, target, password):
+    from jobfence.cli.schema import _without_password
+
+    shown, env = _without_password(url)
+    assert shown == target
+    assert env.get("PGPASSWORD") == password or (password is None and "PGPASSWORD" not in env
+                                                  or env.get("PGPASSWORD") == os.environ.get("PGPASSWORD"))
+
+
+def _missing_database_url() -> str:
+    from conftest import ADMIN_URL
+
+    return ADMIN_URL.rsplit("/", 1)[0] + f"/jobfence_missing_{os.getpid()}"
+
+
+def test_a_missing_database_is_named_in_the_one_line_error(cli):
+    out = subprocess.run([sys.executable, "-m", "jobfence", "--database-url", _missing_database_url(),
+                          "status", "1"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 6
+    assert "does not exist" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.parametrize("command", [["status", "1"], ["worker", "--app", "jobfence.examples:app"], ["reaper"]])
+def test_a_malformed_database_url_is_a_usage_error_at_once(command):
+    out = subprocess.run([sys.executable, "-m", "jobfence", "--database-url",
+                          "postgresql://127.0.0.1:5432/x?no_such_option=1", *command],
+                         cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert "invalid database URL" in out.stderr and "Traceback" not in out.stderr
+
+
+def _first_events(argv: list[str], until: str, deadline: float = 30.0) -> list[dict]:
+    """The JSON log lines of a process until one has event ``until`` (then it is stopped)."""
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "jobfence", "--log-format", "json",
+                             "--database-url", _missing_database_url(), *argv],
+                            cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    seen: list[dict] = []
+    try:
+        ends = time.monotonic() + deadline
+        while time.monotonic() < ends:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            try:
+                seen.append(json.loads(line))
+            except ValueError:
+                continue
+            if seen[-1].get("event") == until:
+                break
+    finally:
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=30)
+    for line in (rest or "").splitlines():
+        with contextlib.suppress(ValueError):
+            seen.append(json.loads(line))
+    return seen
+
+
+def test_a_worker_says_at_once_why_it_cannot_reach_postgres():
+    seen = _first_events(["worker", "--app", "jobfence.examples:app"], "db_unavailable")
+    first = next(e for e in seen if e.get("event") == "db_unavailable")
+    assert "does not exist" in first["error"]
+
+
+def test_the_reaper_is_not_ready_before_postgres_answers():
+    seen = _first_events(["reaper", "--interval", "0.5"], "db_unavailable")
+    assert any(e.get("event") == "db_unavailable" and "does not exist" in e["error"] for e in seen)
+    assert not any(e.get("event") == "reaper_ready" for e in seen), seen
+
+
+@pytest.mark.parametrize("command", [["status", "1"], ["worker", "--app", "jobfence.examples:app"],
+                                     ["reaper"], ["relay"], ["run", "--no-api"]])
+def test_a_malformed_redis_url_is_one_line_and_exit_2(cli, command):
+    out = subprocess.run([sys.executable, "-m", "jobfence", "--redis-url", "bogus://x", *command],
+                         cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert "Redis URL" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -94,10 +94,11 @@ def test_urls_with_passwords_and_tls_options_work(secret_urls):
 
 
 @pytest.mark.parametrize("database_url, code", [
-    # A URL that lost its colon: libpq quotes all of it in its error.
-    (f"postgresql//someone:{PG_SECRET}@127.0.0.1:5432/db", 6),
+    # A URL that lost its colon: libpq quotes all of it in its error; malformed, so a usage
+    # error at once (exit 2, docs/cli.md), never retried as "unavailable".
+    (f"postgresql//someone:{PG_SECRET}@127.0.0.1:5432/db", 2),
     # A password with a bad percent escape: libpq quotes the token.
-    (f"postgresql://someone:{PG_SECRET}%zz@127.0.0.1:5432/db", 6),
+    (f"postgresql://someone:{PG_SECRET}%zz@127.0.0.1:5432/db", 2),
     # Nobody listens there.
     (f"postgresql://someone:{PG_SECRET}@127.0.0.1:1/db?connect_timeout=2", 6),
     # TLS that the server cannot give.

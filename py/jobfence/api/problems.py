@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from .. import log as jlog
+from .. import redact
 from ..errors import (IllegalTransition, InvalidParameter, JobfenceError, JobNotFound, LeaseLost,
                       PayloadTooLarge, UnknownKind)
 
@@ -174,8 +175,9 @@ def install(app) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
+    # Through redact: a libpq message may quote a malformed URL, password included.
     diag = getattr(exc, "diag", None)
     if diag is not None and diag.message_primary:
-        return diag.message_primary
+        return redact.text(diag.message_primary)
     lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return redact.text(lines[0]) if lines else type(exc).__name__

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
+from .. import redact
 from ..aio import AsyncClient
 from ..transport import MAX_JOB_ID
 from . import schemas as s
@@ -269,7 +270,7 @@ async def healthz(request: Request):
         except asyncio.TimeoutError:
             checks[name] = "TimeoutError: no answer within 2 s"
         except Exception as exc:  # noqa: BLE001 - any failure is the answer itself
-            checks[name] = f"{type(exc).__name__}: {str(exc).strip()[:200]}".rstrip(": ")
+            checks[name] = redact.text(f"{type(exc).__name__}: {str(exc).strip()[:200]}").rstrip(": ")
     if checks["postgresql"] != "ok":
         # Without PostgreSQL nothing can be accepted or read: take this instance out.
         detail = ("PostgreSQL does not answer" if checks["redis"] == "ok"

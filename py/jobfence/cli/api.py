@@ -10,7 +10,8 @@ import socket
 
 import click
 
-from .common import EXIT_USAGE, Fail, cfg, exit_process, setup_logging
+from .common import (EXIT_USAGE, Fail, cfg, database_url_for, exit_process, redis_url_for,
+                     setup_logging)
 
 TOKENS_ENV = "JOBFENCE_API_TOKENS"
 
@@ -100,7 +101,7 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
 
     import uvicorn
 
-    app = create_app(Settings(database_url=conf["database_url"], redis_url=conf["redis_url"],
+    app = create_app(Settings(database_url=database_url_for(ctx, "api"), redis_url=redis_url_for(ctx),
                               tokens=None if no_auth else tokens, pool_size=pool_size,
                               max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                               on_ready=ready))

@@ -68,8 +68,33 @@ def database_url_for(ctx: click.Context, role: str) -> str:
     conf = cfg(ctx)
     root = ctx.find_root()
     if root.get_parameter_source("database_url") == click.core.ParameterSource.COMMANDLINE:
-        return conf["database_url"]
-    return os.environ.get(ROLE_DATABASE_URL_ENV[role], "").strip() or conf["database_url"]
+        url = conf["database_url"]
+    else:
+        url = os.environ.get(ROLE_DATABASE_URL_ENV[role], "").strip() or conf["database_url"]
+    return checked_database_url(url)
+
+
+def redis_url_for(ctx: click.Context) -> str:
+    """The Redis URL, if redis-py can parse it; a malformed one is a usage error (exit 2)
+    before a long-running process starts, never a traceback from inside it."""
+    url = cfg(ctx)["redis_url"]
+    try:
+        redis.connection.parse_url(url)
+    except ValueError as exc:
+        raise Fail(f"invalid Redis URL: {exc}", EXIT_USAGE) from None
+    return url
+
+
+def checked_database_url(url: str) -> str:
+    """``url`` if libpq can parse it; a malformed one is a usage error (exit 2) at once, not
+    a connection retried until it is called "unavailable"."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise Fail(f"invalid database URL: {' '.join(str(exc).split())}", EXIT_USAGE) from None
+    return url
 
 
 def json_default(value: Any) -> Any:
@@ -130,6 +155,10 @@ DEPLOY_HINT = "; deploy the schema with `jobfence db deploy` (docs/cli.md)"
 
 
 def _failure_of(exc: Exception) -> "Fail | None":
+    from ..db import InvalidDatabaseUrl
+
+    if isinstance(exc, InvalidDatabaseUrl):
+        return Fail(str(exc), EXIT_USAGE)
     if isinstance(exc, JobNotFound):
         return Fail(f"not found: {tag(exc)}", EXIT_NOT_FOUND)
     if isinstance(exc, IllegalTransition):
@@ -243,6 +272,9 @@ def client_for(ctx: click.Context):
     from ..client import Client
 
     conf = cfg(ctx)
+    # One line for a one-shot command: the pool's own warning at every retry would bury the
+    # cause, which the final error names (Database.connection asks libpq once directly).
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     # A one-shot command should say "unavailable" quickly rather than wait out a pool.
     return Client(conf["database_url"], conf["redis_url"], timeout=3.0)
 

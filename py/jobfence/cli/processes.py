@@ -9,7 +9,7 @@ import click
 
 from .common import (EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
                      Fail, app_from, cfg, database_url_for, exit_process, map_errors, queues_from,
-                     setup_logging)
+                     redis_url_for, setup_logging)
 from .metrics import with_metrics_port
 
 
@@ -73,8 +73,7 @@ def worker(ctx, app_ref, app_dir, concurrency, batch, prefetch, processes, queue
     name = name or default_name()
     setup_logging(ctx, "worker", worker=name)
     _serve_metrics(metrics_port, metrics_host, "worker")
-    conf = cfg(ctx)
-    w = Worker(app, database_url_for(ctx, "worker"), conf["redis_url"], name=name,
+    w = Worker(app, database_url_for(ctx, "worker"), redis_url_for(ctx), name=name,
                concurrency=concurrency, batch=batch, prefetch=prefetch, processes=processes,
                queues=list(queues) or None, grace=grace, pop_timeout=pop_timeout,
                declare=not no_declare)
@@ -134,8 +133,7 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
 
     setup_logging(ctx, "reaper")
     _serve_metrics(metrics_port, metrics_host, "reaper")
-    conf = cfg(ctx)
-    _serve(Reaper(database_url_for(ctx, "reaper"), conf["redis_url"], interval=interval,
+    _serve(Reaper(database_url_for(ctx, "reaper"), redis_url_for(ctx), interval=interval,
                   stale_after=stale_after, queues=queues_from(app_ref, queues), batch=batch,
                   dead_letter_webhook=dead_letter_webhook))
 
@@ -154,8 +152,7 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metric
 
     setup_logging(ctx, "relay")
     _serve_metrics(metrics_port, metrics_host, "relay")
-    conf = cfg(ctx)
-    _serve(Relay(database_url_for(ctx, "relay"), conf["redis_url"], poll_interval=poll_interval,
+    _serve(Relay(database_url_for(ctx, "relay"), redis_url_for(ctx), poll_interval=poll_interval,
                  stale_after=stale_after, queues=queues_from(app_ref, queues)))
 
 
@@ -203,7 +200,7 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
     # URLs travel in the environment, never in argv (which /proc/PID/cmdline shows). Each
     # child gets the one URL of its role and none of the others' credentials.
     env = {k: v for k, v in os.environ.items() if k not in ROLE_DATABASE_URL_ENV.values()}
-    env["JOBFENCE_REDIS_URL"] = conf["redis_url"]
+    env["JOBFENCE_REDIS_URL"] = redis_url_for(ctx)
     role_urls = {role: database_url_for(ctx, role) for role in ROLE_DATABASE_URL_ENV}
     if dead_letter_webhook:
         env["JOBFENCE_DEAD_LETTER_WEBHOOK"] = dead_letter_webhook

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import click
 
+from .. import redact
 from .common import EXIT_ERROR, EXIT_SQITCH, Fail, cfg, json_option, json_out
 
 
@@ -24,6 +27,22 @@ def db():
     """Deploy, verify or revert the SQL schema (wraps sqitch)."""
 
 
+def _without_password(url: str) -> tuple[str, dict]:
+    """The URL without its password, and an environment that carries it as PGPASSWORD
+    instead: sqitch's command line is visible to every user of the machine (ps)."""
+    parts = urlsplit(url)
+    env = dict(os.environ)
+    if "://" not in url or parts.password is None:
+        return url, env
+    env["PGPASSWORD"] = unquote(parts.password)
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = (f"{user}@" if user else "") + host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc)), env
+
+
 def _sqitch(ctx: click.Context, action: list[str], as_json: bool) -> None:
     exe = shutil.which("sqitch")
     if exe is None:
@@ -32,17 +51,19 @@ def _sqitch(ctx: click.Context, action: list[str], as_json: bool) -> None:
     root = _repo_root()
     if root is None:
         raise Fail("no sqitch.plan here: run from the jobfence repository root", EXIT_SQITCH)
-    url = cfg(ctx)["database_url"]
+    url, env = _without_password(cfg(ctx)["database_url"])
     target = "db:" + (url if "://" in url else f"pg://{url}")
     if target.startswith("db:postgresql://"):
         target = "db:pg://" + target[len("db:postgresql://"):]
-    proc = subprocess.run([exe] + action + [target], cwd=root, capture_output=True, text=True)
+    proc = subprocess.run([exe] + action + [target], cwd=root, capture_output=True, text=True,
+                          env=env)
+    out, err = redact.text(proc.stdout), redact.text(proc.stderr)
     if as_json:
         json_out({"action": action[0], "ok": proc.returncode == 0, "exit": proc.returncode,
-                   "output": (proc.stdout + proc.stderr).strip()})
+                   "output": (out + err).strip()})
     else:
-        sys.stdout.write(proc.stdout)
-        sys.stderr.write(proc.stderr)
+        sys.stdout.write(out)
+        sys.stderr.write(err)
     if proc.returncode != 0:
         raise Fail(f"sqitch {action[0]} failed with exit {proc.returncode}", EXIT_SQITCH)
 

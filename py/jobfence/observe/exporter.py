@@ -187,15 +187,10 @@ class JobfenceCollector:
         """A pool that timed out only says it waited; one direct attempt says why (refused,
         bad password, no such database). Only when a warning is logged, so at most once a
         minute."""
-        if type(exc).__name__ != "PoolTimeout" or not getattr(self.db, "url", None):
+        if type(exc).__name__ != "PoolTimeout" or not hasattr(self.db, "why_unreachable"):
             return None
-        import psycopg
-
-        try:
-            psycopg.connect(self.db.url, connect_timeout=2).close()
-        except Exception as direct:  # noqa: BLE001 - only words for the log line
-            return _first_line(direct)
-        return None
+        direct = self.db.why_unreachable(timeout=2)
+        return _first_line(direct) if direct is not None else None
 
     def _note_success(self) -> None:
         if self._down_since is not None:

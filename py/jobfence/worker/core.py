@@ -165,6 +165,16 @@ class Worker:
     def _wait_for_declare(self) -> None:
         backoff = Backoff()
         while not self._stop.is_set():
+            # One direct attempt first: a missing database or a refused login is said at
+            # once, in libpq's words, instead of after the pool's timeout.
+            cause = self.db.why_unreachable()
+            if cause is not None:
+                delay = backoff.next()
+                event(logging.WARNING, "db_unavailable",
+                      f"cannot reach PostgreSQL yet; retrying in {delay:.1f}s",
+                      error=" ".join(str(cause).split()), worker=self.name)
+                self._stop.wait(delay)
+                continue
             try:
                 self.types = self.app.declare(self.db) if self.declare else {}
                 if len(self.types) < len(self.app.tasks):

@@ -76,7 +76,7 @@ class LeaseDatabase(Database):
         """``complete_leases`` and ``fail_leases`` in one round trip (pipeline mode), each
         still its own transaction. If the server refuses either, the error is raised and
         neither list is returned: report them apart to find the culprit."""
-        with self.pool.connection() as conn:
+        with self.connection() as conn:
             try:
                 with conn.pipeline():
                     done = conn.cursor(row_factory=rows.OUTCOME)
