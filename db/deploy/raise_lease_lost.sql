@@ -26,6 +26,13 @@ BEGIN
             USING ERRCODE = 'JB001',
                   HINT = 'Another worker or the reaper took this job over, or the lease was claimed by another role. Discard this result: the current owner''s write wins.';
     END IF;
+    IF current.status IN ('done', 'failed') AND current.lease_version = raise_lease_lost.lease_version THEN
+        -- The caller's own lease, already ended: a repeated or late write, not a takeover.
+        RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): that lease already ended, the job is %',
+            caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version, current.status
+            USING ERRCODE = 'JB001',
+                  HINT = 'The job finished under this lease (see jobs.events); a second write to it changes nothing.';
+    END IF;
     RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %; now: status %, owned_by %, lease_version %)',
         caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
         current.status, coalesce(current.owned_by, 'nobody'), current.lease_version

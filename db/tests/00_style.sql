@@ -41,6 +41,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
     ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text)', NULL, NULL, false),
     ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),
+    ('jobs.with_lease_tokens(jobs.lease[])', NULL, NULL, false),
     ('jobs.extend_leases(bigint[],text,bigint[],uuid[])', NULL, NULL, false),
     ('jobs.claim_with_token(bigint,text)', 'setof jobs.lease_grant', '{job_id,worker}', true),
     ('jobs.claim_many_with_token(bigint[],text)', 'setof jobs.lease_grant', '{job_ids,worker}', true),

@@ -136,7 +136,9 @@ def test_an_app_mistake_is_one_line_and_exit_2(cli, command, ref, says):
 
 
 def test_worker_finds_an_app_module_in_its_working_directory(cli, tmp_path):
-    (tmp_path / "newcomer_mod.py").write_text("import jobfence\napp = jobfence.App('newcomer')\n")
+    (tmp_path / "newcomer_mod.py").write_text(
+        "import jobfence\napp = jobfence.App('newcomer')\n"
+        "@app.task('newcomer.hello')\ndef hello(job_id, payload, ctx):\n    return {}\n")
     out = cli("worker", "--app", "newcomer_mod:app", "--declare-only", cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
     elsewhere = cli("worker", "--app", "newcomer_mod:app", "--declare-only", timeout=60)
@@ -288,3 +290,69 @@ def test_a_malformed_redis_url_is_one_line_and_exit_2(cli, command):
     assert out.returncode == 2, out.stderr
     assert "Redis URL" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["worker", "--app", "jobfence.examples:app"],
+                                     ["worker", "--app", "jobfence.examples:app", "--no-declare"],
+                                     ["reaper"], ["relay"], ["run", "--no-api"]])
+def test_a_process_on_a_database_without_the_schema_says_so_once(command):
+    from conftest import ADMIN_URL
+
+    out = subprocess.run([sys.executable, "-m", "jobfence", "--database-url", ADMIN_URL, *command],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "jobfence db deploy" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_an_app_without_tasks_is_a_usage_error(cli, tmp_path):
+    (tmp_path / "empty_app.py").write_text("import jobfence\napp = jobfence.App()\n")
+    out = cli("worker", "--app", "empty_app:app", cwd=tmp_path, timeout=30)
+    assert out.returncode == 2 and "declares no task" in out.stderr and "Traceback" not in out.stderr
+    both = cli("worker", "--app", "jobfence.examples:app", "--declare-only", "--no-declare", timeout=30)
+    assert both.returncode == 2 and "contradict" in both.stderr
+
+
+@pytest.mark.parametrize("option, url", [
+    ("--redis-url", "redis://127.0.0.1:99999/0"), ("--redis-url", "redis://127.0.0.1:6379/abc"),
+    ("--database-url", "postgresql://root@127.0.0.1:abc/x"), ("--database-url", "postgresql://root@127.0.0.1:99999/x"),
+])
+def test_a_url_with_a_bad_port_or_database_number_is_a_usage_error(option, url):
+    out = subprocess.run([sys.executable, "-m", "jobfence", option, url, "status", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert "invalid" in out.stderr and "URL" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("payload", ['{"a": NaN}', '{"a": 1e999}', '{"a": -Infinity}'])
+def test_numbers_jsonb_cannot_hold_are_not_json_on_the_command_line(cli, conn, payload):
+    out = cli("submit", "noop", "--payload", payload)
+    assert out.returncode == 2 and "not JSON" in out.stderr
+    assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 0
+
+
+def test_a_payload_over_what_the_cli_sends_is_refused_before_it_is_sent(cli, conn, tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text('{"x": "' + "a" * (17 * 1024 * 1024) + '"}')
+    out = cli("submit", "noop", "--payload", f"@{path}", "--json")
+    assert out.returncode == 5 and "16 MiB" in out.stderr
+    assert json.loads(out.stdout)["error"]["exit_code"] == 5
+    assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 0
+
+
+def test_a_refusal_of_the_command_itself_is_json_on_stdout_too(cli):
+    out = cli("submit", "noop", "--payload", "null", "--json")
+    assert out.returncode == 5
+    assert json.loads(out.stdout)["error"]["exit_code"] == 5
+
+
+def test_jobs_counts_attempts_as_status_does_and_offers_a_next_page_only_when_there_is_one(cli, conn):
+    ids = [json.loads(cli("submit", "noop", "--json").stdout)["id"] for _ in range(2)]
+    conn.execute("SELECT * FROM jobs.claim(%s, 'w1')", (ids[0],))
+    conn.execute("SELECT * FROM jobs.complete(%s, 'w1', 1, '{}')", (ids[0],))
+    page = json.loads(cli("jobs", "--limit", "2", "--json").stdout)
+    assert page["next_before"] is None
+    human = cli("jobs", "--limit", "2")
+    assert "next page" not in human.stderr
+    done_row = next(l for l in human.stdout.splitlines() if l.startswith(str(ids[0])))
+    assert done_row.split()[4] == "1"   # one attempt, the successful one

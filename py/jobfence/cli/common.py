@@ -10,6 +10,7 @@ import os
 import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import psycopg
@@ -77,11 +78,23 @@ def database_url_for(ctx: click.Context, role: str) -> str:
 def redis_url_for(ctx: click.Context) -> str:
     """The Redis URL, if redis-py can parse it; a malformed one is a usage error (exit 2)
     before a long-running process starts, never a traceback from inside it."""
-    url = cfg(ctx)["redis_url"]
+    return checked_redis_url(cfg(ctx)["redis_url"])
+
+
+def checked_redis_url(url: str) -> str:
+    """redis-py parses lazily and forgives: a port out of range fails only at the first
+    command, and a database that is not a number silently means 0."""
     try:
-        redis.connection.parse_url(url)
+        parsed = redis.connection.parse_url(url)
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when out of range or not a number
+        db = parts.path.lstrip("/")
     except ValueError as exc:
         raise Fail(f"invalid Redis URL: {exc}", EXIT_USAGE) from None
+    if port == 0 or (parts.scheme != "unix" and db and not db.isdigit()):
+        raise Fail(f"invalid Redis URL: {'port 0' if port == 0 else f'database {db!r} is not a number'}",
+                   EXIT_USAGE)
+    del parsed
     return url
 
 
@@ -91,9 +104,15 @@ def checked_database_url(url: str) -> str:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        conninfo_to_dict(url)
+        ports = conninfo_to_dict(url).get("port")
     except psycopg.ProgrammingError as exc:
         raise Fail(f"invalid database URL: {' '.join(str(exc).split())}", EXIT_USAGE) from None
+    # libpq checks the port only when it connects, and then reports a bad one as a failed
+    # connection; one per host, comma-separated.
+    for port in str(ports or "").split(","):
+        if port.strip() and not (port.strip().isdigit() and 0 < int(port) < 65536):
+            raise Fail(f"invalid database URL: port {port.strip()!r} is not a number from 1 to 65535",
+                       EXIT_USAGE)
     return url
 
 
@@ -105,7 +124,12 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+_json_printed = False
+
+
 def json_out(data: Any) -> None:
+    global _json_printed
+    _json_printed = True
     click.echo(json.dumps(data, default=json_default))
 
 
@@ -136,7 +160,12 @@ def map_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except Fail:
+        except Fail as failure:
+            # A command's own refusal; unless it already printed its answer (a --wait that
+            # timed out prints the row it has), stdout says why too.
+            if kwargs.get("as_json") and not _json_printed:
+                json_out({"error": {"message": failure.message, "exit_code": failure.exit_code,
+                                    "sqlstate": None}})
             raise
         except Exception as exc:  # noqa: BLE001 - mapped below, or re-raised untouched
             failure = _failure_of(exc)
@@ -276,17 +305,39 @@ def client_for(ctx: click.Context):
     # cause, which the final error names (Database.connection asks libpq once directly).
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     # A one-shot command should say "unavailable" quickly rather than wait out a pool.
-    return Client(conf["database_url"], conf["redis_url"], timeout=3.0)
+    return Client(checked_database_url(conf["database_url"]), checked_redis_url(conf["redis_url"]),
+                  timeout=3.0)
 
 
-def app_from(app_ref: str, app_dir: str | None = "."):
-    """The App that ``--app`` names; a mistake in it is a usage error (exit 2), one line."""
+def app_from(app_ref: str, app_dir: str | None = ".", *, serving: bool = False):
+    """The App that ``--app`` names; a mistake in it is a usage error (exit 2), one line. An
+    App to serve (``serving``) must declare a task: a worker of none would idle forever."""
     from ..app import AppLoadError, load_app
 
+    if app_dir is not None and not os.path.isdir(app_dir):
+        raise Fail(f"--app-dir {app_dir}: no such directory", EXIT_USAGE)
     try:
-        return load_app(app_ref, app_dir)
+        app = load_app(app_ref, app_dir)
     except AppLoadError as exc:
         raise Fail(str(exc), EXIT_USAGE) from None
+    if serving and not app.tasks:
+        raise Fail(f"--app {app_ref} declares no task: add one with @app.task(\"kind\") "
+                   "(docs/python.md)", EXIT_USAGE)
+    return app
+
+
+def require_schema(url: str) -> None:
+    """Before a long-running process starts: a database without the schema (or with an
+    older one) is a mistake to say once, with the command that fixes it, not a traceback
+    or a restart loop. PostgreSQL away is not: the process waits for it and says why."""
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True,
+                             application_name="jobfence-schema-check") as conn:
+            conn.execute("SELECT 1 FROM jobs.transitions() LIMIT 1")
+    except (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedFunction) as exc:
+        raise Fail(f"database error: {server_error(exc)}{DEPLOY_HINT}", EXIT_ERROR) from None
+    except psycopg.Error:
+        return
 
 
 def queues_from(app_ref: str | None, queues: tuple[str, ...]) -> list[str]:

@@ -14,22 +14,47 @@ import click
 from .common import (EXIT_INVALID, EXIT_JOB_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, ID_COMMAND, JOB_ID,
                      SECONDS, Fail, client_for, fmt, job_dict, json_option, json_out, map_errors,
                      table)
+from .listing import attempts
+
+
+# Far above any sensible kind's max_payload_bytes (256 KiB by default): the CLI refuses to
+# ship more rather than have PostgreSQL allocate hundreds of MB to say JB004.
+MAX_PAYLOAD_TEXT = 16 * 1024 * 1024
 
 
 def _read_payload_text(raw: str) -> str:
     """``--payload`` is the JSON itself, ``@PATH`` a file holding it, or ``-`` standard
     input: a payload near the 256 KiB limit does not fit in a command line."""
     if raw == "-":
-        return click.get_text_stream("stdin").read()
-    if raw.startswith("@"):
+        text = click.get_text_stream("stdin").read(MAX_PAYLOAD_TEXT + 1)
+    elif raw.startswith("@"):
         path = raw[1:]
         try:
             with open(path, encoding="utf-8") as fh:
-                return fh.read()
+                text = fh.read(MAX_PAYLOAD_TEXT + 1)
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise click.BadParameter(f"cannot read {path}: {reason}", param_hint="--payload") from None
-    return raw
+    else:
+        text = raw
+    if len(text) > MAX_PAYLOAD_TEXT:
+        raise Fail(f"invalid: the payload is over {MAX_PAYLOAD_TEXT // (1024 * 1024)} MiB, more than "
+                   "the CLI sends; a kind accepts at most its max_payload_bytes (256 KiB by default, "
+                   "JB004)", EXIT_INVALID)
+    return text
+
+
+def _no_constant(name: str):
+    raise click.BadParameter(f"not JSON: {name} is not a JSON number", param_hint="--payload")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise click.BadParameter(f"not JSON: {text} is too large for a JSON number "
+                                 "(PostgreSQL's jsonb holds finite numbers only)",
+                                 param_hint="--payload")
+    return value
 
 
 def _parse_payload(raw: str | None) -> Any:
@@ -37,7 +62,7 @@ def _parse_payload(raw: str | None) -> Any:
         return {}
     text = _read_payload_text(raw)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
     if value is None:
@@ -146,7 +171,8 @@ def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, 
                        + (f" result={json.dumps(job.result)}" if job.status == "done" else "")
                        + (f" error={job.error}" if job.error else ""))
         if sum(counts.get(s, 0) for s in ("done", "failed")) < len(ids):
-            raise Fail(f"timed out after {timeout}s: {counts}", EXIT_TIMEOUT) from None
+            left = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s not in ("done", "failed"))
+            raise Fail(f"timed out after {timeout}s with {left or 'none'} not terminal", EXIT_TIMEOUT) from None
         if counts.get("failed"):
             sys.exit(EXIT_JOB_FAILED)
 
@@ -215,8 +241,7 @@ def status(ctx, job_id, events, as_json):
     data = job_dict(job)
     # retry_count counts failed attempts (replay resets it); the running or successful
     # attempt counts too. The old "retries 4 of 3" read as a contradiction.
-    attempts = job.retry_count + (1 if job.status in ("processing", "done") else 0)
-    data["attempts"] = (f"{attempts} ({job.retry_count} failed, max retries {job.max_retries}, "
+    data["attempts"] = (f"{attempts(job)} ({job.retry_count} failed, max retries {job.max_retries}, "
                         f"so at most {job.max_retries + 1})")
     if job.status == "done" and job.error:
         # A done job keeps the error of its last failed attempt (docs/decisions.md): say so,

@@ -23,9 +23,12 @@ STATUSES = ("queued", "processing", "enqueue_failed", "done", "failed")
 def list_jobs(ctx, kind, status, queue, limit, before_id, as_json):
     """List jobs, newest first (keyset pages: as fast on the millionth page as on the first)."""
     with client_for(ctx) as client:
+        # One row more than the page tells whether a next page exists (list_jobs allows 1000).
         found = client.db.list_jobs(kind=kind, status=status, queue=queue, before_id=before_id,
-                                    max_jobs=limit)
-    following = found[-1].id if len(found) == limit else None
+                                    max_jobs=min(limit + 1, 1000))
+    more = len(found) > limit or (limit == 1000 and len(found) == 1000)
+    found = found[:limit]
+    following = found[-1].id if more else None
     if as_json:
         json_out({"jobs": [job_dict(j) for j in found], "next_before": following})
         return
@@ -33,10 +36,16 @@ def list_jobs(ctx, kind, status, queue, limit, before_id, as_json):
         click.echo("no jobs" + (" on this page" if before_id else ""), err=True)
         return
     click.echo(table(["id", "kind", "queue", "status", "attempts", "created_at", "finished_at", "error"],
-                     [[j.id, j.kind, j.queue, j.status, j.retry_count, j.created_at, j.finished_at,
+                     [[j.id, j.kind, j.queue, j.status, attempts(j), j.created_at, j.finished_at,
                        _short(j.error)] for j in found]))
     if following:
         click.echo(f"next page: --before {following}", err=True)
+
+
+def attempts(job) -> int:
+    """Attempts made: the failed ones (retry_count; replay resets it) and the running or
+    successful one. The one count `status` and `jobs` both show."""
+    return job.retry_count + (1 if job.status in ("processing", "done") else 0)
 
 
 def _short(text: str | None, width: int = 60) -> str | None:

@@ -9,7 +9,7 @@ import click
 
 from .common import (EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
                      Fail, app_from, cfg, database_url_for, exit_process, map_errors, queues_from,
-                     redis_url_for, setup_logging)
+                     redis_url_for, require_schema, setup_logging)
 from .metrics import with_metrics_port
 
 
@@ -65,11 +65,14 @@ def worker(ctx, app_ref, app_dir, concurrency, batch, prefetch, processes, queue
     """Run handlers: pop ids, claim, run, complete or fail — in batches."""
     from ..worker import Worker, default_name
 
-    app = app_from(app_ref, app_dir)
+    if declare_only and no_declare:
+        raise Fail("--declare-only and --no-declare contradict each other: pick one", EXIT_USAGE)
+    app = app_from(app_ref, app_dir, serving=True)
     if declare_only:
         _declare(cfg(ctx)["database_url"], app)
         return
 
+    require_schema(database_url_for(ctx, "worker"))
     name = name or default_name()
     setup_logging(ctx, "worker", worker=name)
     _serve_metrics(metrics_port, metrics_host, "worker")
@@ -131,6 +134,7 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
     """Reap expired leases, recover enqueue_failed, move due retries, re-push lost signals."""
     from ..reaper import Reaper
 
+    require_schema(database_url_for(ctx, "reaper"))
     setup_logging(ctx, "reaper")
     _serve_metrics(metrics_port, metrics_host, "reaper")
     _serve(Reaper(database_url_for(ctx, "reaper"), redis_url_for(ctx), interval=interval,
@@ -150,6 +154,7 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metric
     """Push the ids that SQL producers announce on jobs_submitted."""
     from ..relay import Relay
 
+    require_schema(database_url_for(ctx, "relay"))
     setup_logging(ctx, "relay")
     _serve_metrics(metrics_port, metrics_host, "relay")
     _serve(Relay(database_url_for(ctx, "relay"), redis_url_for(ctx), poll_interval=poll_interval,
@@ -193,8 +198,10 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
     if api_no_auth and not is_loopback(api_host):
         raise Fail(f"--api-host {api_host} is not a loopback address and {TOKENS_ENV} is "
                    "unset: set tokens, listen on 127.0.0.1, or pass --no-api", EXIT_USAGE)
-    # A mistake in --app is one line now, not a restart loop of children that cannot start.
-    app_from(app_ref)
+    # A mistake in --app or a missing schema is one line now, not a restart loop of children
+    # that cannot start.
+    app_from(app_ref, serving=True)
+    require_schema(cfg(ctx)["database_url"])
     setup_logging(ctx, "run")
     conf = cfg(ctx)
     # URLs travel in the environment, never in argv (which /proc/PID/cmdline shows). Each
