@@ -65,7 +65,13 @@ def _sqitch(ctx: click.Context, action: list[str], as_json: bool) -> None:
         sys.stdout.write(out)
         sys.stderr.write(err)
     if proc.returncode != 0:
-        raise Fail(f"sqitch {action[0]} failed with exit {proc.returncode}", EXIT_SQITCH)
+        hint = ""
+        if "Cannot find change" in out + err:
+            # Deployed from a plan this checkout no longer has (an untagged development
+            # plan changes in place): nothing here can move it; docs/upgrading.md.
+            hint = ("; this database was deployed from another plan: deploy to a new database, "
+                    "or revert it with the checkout that deployed it (docs/upgrading.md)")
+        raise Fail(f"sqitch {action[0]} failed with exit {proc.returncode}{hint}", EXIT_SQITCH)
 
 
 @db.command("deploy")
