@@ -3,7 +3,7 @@
 -- requires: event
 -- requires: metric_minute
 BEGIN;
-CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days')
+CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days', max_jobs integer DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -18,6 +18,10 @@ BEGIN
     IF older_than IS NULL OR older_than < interval '0' OR older_than > interval '100 years' THEN
         RAISE EXCEPTION 'jobs.prune: older_than must be a non-negative interval of at most 100 years'
             USING ERRCODE = '22023', HINT = 'E.g. ''7 days''. Only done and failed jobs are ever deleted.';
+    END IF;
+    IF max_jobs IS NOT NULL AND max_jobs < 1 THEN
+        RAISE EXCEPTION 'jobs.prune: max_jobs must be at least 1 (or NULL for all), got %', max_jobs
+            USING ERRCODE = '22023', HINT = 'Call again while it returns max_jobs: each call is its own transaction.';
     END IF;
     cutoff := now() - older_than;
     -- Batches of row-level deletes through the finished_at index: no table lock, and
@@ -35,7 +39,7 @@ BEGIN
                         WHERE p.id = j.parent_id
                           AND NOT (p.status IN ('done', 'failed') AND p.finished_at < cutoff))
              ORDER BY j.finished_at
-             LIMIT batch_size
+             LIMIT least(batch_size, coalesce(max_jobs - total, batch_size))
                FOR UPDATE SKIP LOCKED
         ), gone AS (
             DELETE FROM jobs.job AS j USING victims AS v WHERE j.id = v.id RETURNING j.id
@@ -44,14 +48,16 @@ BEGIN
         )
         SELECT count(*) INTO deleted FROM gone;
         total := total + deleted;
-        EXIT WHEN deleted < batch_size;
+        -- A bounded call (max_jobs) holds its row locks only for its own slice: the reaper
+        -- and `jobfence prune` call again in new transactions.
+        EXIT WHEN deleted < batch_size OR total >= coalesce(max_jobs, total + 1);
     END LOOP;
     -- The rollup follows the same retention: metrics never describe a window whose jobs are gone.
     DELETE FROM jobs.metric_minute AS m WHERE m.minute < date_trunc('minute', cutoff);
     RETURN total;
 END $$;
-COMMENT ON FUNCTION jobs.prune(interval) IS
-    'Retention: delete done/failed jobs whose finished_at is older than older_than, with their events, in batches, and metric minutes older than the cutoff. A child is kept while its coordinator is. Returns the number of jobs deleted.';
-REVOKE ALL ON FUNCTION jobs.prune(interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.prune(interval) TO jobs_admin;
+COMMENT ON FUNCTION jobs.prune(interval, integer) IS
+    'Retention: delete done/failed jobs whose finished_at is older than older_than (at most max_jobs when given), with their events, in batches, and metric minutes older than the cutoff. A child is kept while its coordinator is. Returns the number of jobs deleted.';
+REVOKE ALL ON FUNCTION jobs.prune(interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.prune(interval, integer) TO jobs_admin;
 COMMIT;

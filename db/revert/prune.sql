@@ -1,4 +1,4 @@
 -- Revert jobfence:prune from pg
 BEGIN;
-DROP FUNCTION jobs.prune(interval);
+DROP FUNCTION jobs.prune(interval, integer);
 COMMIT;

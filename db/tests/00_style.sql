@@ -26,7 +26,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.cancel(bigint,text)', 'jobs.outcome', '{job_id,reason}', true),
     ('jobs.replay(bigint)', 'boolean', '{job_id}', true),
     ('jobs.stale_queued(text,interval,integer)', 'setof jobs.signal', '{queue,older_than,max_jobs}', true),
-    ('jobs.prune(interval)', 'bigint', '{older_than}', true),
+    ('jobs.prune(interval,integer)', 'bigint', '{older_than,max_jobs}', true),
     ('jobs.get(bigint)', 'jobs.job', '{job_id}', true),
     ('jobs.events(bigint)', 'setof jobs.event', '{job_id}', true),
     ('jobs.children(bigint)', 'setof jobs.job', '{job_id}', true),
@@ -168,7 +168,7 @@ SELECT has_function('jobs', 'reap', ARRAY['integer'], 'style: jobs.reap(integer)
 SELECT has_function('jobs', 'cancel', ARRAY['bigint','text'], 'style: jobs.cancel(bigint, text) exists');
 SELECT has_function('jobs', 'replay', ARRAY['bigint'], 'style: jobs.replay(bigint) exists');
 SELECT has_function('jobs', 'stale_queued', ARRAY['text','interval','integer'], 'style: jobs.stale_queued(text, interval, integer) exists');
-SELECT has_function('jobs', 'prune', ARRAY['interval'], 'style: jobs.prune(interval) exists');
+SELECT has_function('jobs', 'prune', ARRAY['interval', 'integer'], 'style: jobs.prune(interval, integer) exists');
 SELECT has_function('jobs', 'get', ARRAY['bigint'], 'style: jobs.get(bigint) exists');
 SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigint) exists');
 SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
@@ -191,7 +191,7 @@ SELECT function_returns('jobs', 'reap', ARRAY['integer'], 'setof jobs.signal', '
 SELECT function_returns('jobs', 'cancel', ARRAY['bigint','text'], 'jobs.outcome', 'style: cancel returns jobs.outcome');
 SELECT function_returns('jobs', 'replay', ARRAY['bigint'], 'boolean', 'style: replay returns boolean');
 SELECT function_returns('jobs', 'stale_queued', ARRAY['text','interval','integer'], 'setof jobs.signal', 'style: stale_queued returns SETOF jobs.signal');
-SELECT function_returns('jobs', 'prune', ARRAY['interval'], 'bigint', 'style: prune returns bigint');
+SELECT function_returns('jobs', 'prune', ARRAY['interval', 'integer'], 'bigint', 'style: prune returns bigint');
 SELECT function_returns('jobs', 'get', ARRAY['bigint'], 'jobs.job', 'style: get returns jobs.job');
 SELECT function_returns('jobs', 'events', ARRAY['bigint'], 'setof jobs.event', 'style: events returns SETOF jobs.event');
 SELECT function_returns('jobs', 'children', ARRAY['bigint'], 'setof jobs.job', 'style: children returns SETOF jobs.job');

@@ -2,7 +2,7 @@
 -- their events; a child is kept while its coordinator is kept; returns the count (docs/design.md §4,
 -- decisions "Ordering keys and fan-in").
 BEGIN;
-SELECT plan(26);
+SELECT plan(30);
 
 SELECT jobs.define_type('pr_t');
 CREATE FUNCTION pg_temp.run_done(job bigint) RETURNS jobs.outcome LANGUAGE plpgsql AS $$
@@ -110,6 +110,16 @@ SELECT is((SELECT (status, parent_id)::text FROM jobs.job WHERE parent_id IS NUL
 
 SELECT throws_ok($$ SELECT jobs.prune('1000000 years') $$, '22023', NULL,
                  'prune: older_than over 100 years -> 22023, not a timestamp overflow');
+SELECT throws_ok($$ SELECT jobs.prune('1 day', 0) $$, '22023', NULL, 'prune: max_jobs 0 -> 22023');
+
+-- Bounded calls: at most max_jobs each, oldest first, until a call returns fewer.
+INSERT INTO j SELECT 'bulk' || g, (jobs.submit('pr_t')).id FROM generate_series(1, 5) AS g;
+SELECT pg_temp.run_done(pg_temp.id('bulk' || g)) FROM generate_series(1, 5) AS g;
+SELECT pg_temp.age('bulk' || g, make_interval(days => 10 + g)) FROM generate_series(1, 5) AS g;
+SELECT is(jobs.prune('1 day', 2), 2::bigint, 'prune: max_jobs 2 deletes two');
+SELECT is((SELECT count(*) FROM jobs.job WHERE id IN (pg_temp.id('bulk5'), pg_temp.id('bulk4'))), 0::bigint,
+          'prune: ... the two oldest');
+SELECT is(jobs.prune('1 day', 2) + jobs.prune('1 day', 2), 3::bigint, 'prune: the next calls take the rest (2 + 1)');
 
 SELECT * FROM finish();
 ROLLBACK;

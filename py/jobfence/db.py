@@ -303,6 +303,13 @@ class Database:
         return self._all(sql.AUDIT, {"reaper_interval": _seconds(reaper_interval),
                                      "examples": examples})
 
+    def prune(self, older_than: float | timedelta, max_jobs: int | None = 5000) -> int:
+        """``jobs.prune``: delete terminal jobs (and their events) finished before
+        ``older_than``, at most ``max_jobs`` per call, each call its own transaction."""
+        if not isinstance(older_than, timedelta):
+            older_than = timedelta(seconds=older_than)
+        return int(self._one(sql.PRUNE, {"older_than": older_than, "max_jobs": max_jobs})["pruned"])
+
     def compact_metrics(self, max_rows: int = 10_000) -> int:
         """Fold closed minutes' shards of the rollup (the reaper, every tick)."""
         return int(self._one(sql.COMPACT_METRICS, {"max_rows": max_rows})["folded"])

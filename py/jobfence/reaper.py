@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Iterable
 
 import psycopg
@@ -29,12 +30,18 @@ from .transport import Transport, is_corruption, key_text, ready_key
 
 logger = logging.getLogger("jobfence.reaper")
 
+PRUNE_EVERY = 60.0
+
 
 class Reaper:
     def __init__(self, database_url: str, redis_url: str, *, interval: float = 5.0,
                  stale_after: float = 5.0, queues: Iterable[str] = (), batch: int = 1000,
-                 dead_letter_webhook: str | None = None):
+                 dead_letter_webhook: str | None = None, retain: float | None = 7 * 86400.0):
         self.interval = interval
+        # Retention: terminal jobs older than this are pruned, a bounded slice at a time;
+        # None keeps everything (an operator prunes by hand, `jobfence prune`).
+        self.retain = retain
+        self._pruned_at = 0.0
         self.stale_after = stale_after
         self.batch = batch
         # Swept at every tick even if PostgreSQL does not name them (yet).
@@ -76,7 +83,7 @@ class Reaper:
                 if any(counts.values()):
                     jlog.event(logger, logging.INFO, "reaper_tick", "repaired", **counts)
                 # A full batch means more is waiting: go again without sleeping.
-                if counts["reaped"] >= self.batch or counts["recovered"] >= self.batch:
+                if max(counts["reaped"], counts["recovered"], counts["pruned"]) >= self.batch:
                     continue
             except psycopg.OperationalError as exc:
                 metrics.POSTGRES.failed()
@@ -105,7 +112,8 @@ class Reaper:
         return 0
 
     def tick(self) -> dict[str, int]:
-        counts = {"reaped": 0, "recovered": 0, "moved": 0, "stale_repushed": 0}
+        counts = {"reaped": 0, "recovered": 0, "moved": 0, "stale_repushed": 0, "pruned": 0}
+        counts["pruned"] = self._prune()
         # Upkeep of the metrics rollup, not a repair: not counted, never worth a log line.
         # A few rows per kind and minute in steady state; after a long outage the backlog is
         # folded a bounded slice per tick, so the repairs below are never held up for long.
@@ -151,6 +159,19 @@ class Reaper:
                 self._push(stale)
                 counts["stale_repushed"] += len(stale)
         return counts
+
+    def _prune(self) -> int:
+        """Retention, at most once a minute and one bounded slice (``batch`` jobs) per tick
+        while a backlog lasts, so no tick holds row locks for long."""
+        if self.retain is None:
+            return 0
+        now = time.monotonic()
+        if now - self._pruned_at < PRUNE_EVERY:
+            return 0
+        pruned = self.db.prune(self.retain, self.batch)
+        if pruned < self.batch:
+            self._pruned_at = now   # caught up: look again in a minute
+        return pruned
 
     def _redis_side(self, queue: str, counts: dict[str, int]) -> bool:
         """Move the queue's due ids; True if its ready list is empty (worth a stale re-push).

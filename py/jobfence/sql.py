@@ -160,6 +160,7 @@ QUEUE_DEPTH = "SELECT * FROM jobs.queue_depth ORDER BY queue, kind"
 METRICS = "SELECT * FROM jobs.metrics(since => %(since)s)"
 AUDIT = "SELECT * FROM jobs.audit(reaper_interval => %(reaper_interval)s, examples => %(examples)s)"
 COMPACT_METRICS = "SELECT jobs.compact_metrics(max_rows => %(max_rows)s) AS folded"
+PRUNE = "SELECT jobs.prune(older_than => %(older_than)s, max_jobs => %(max_jobs)s::integer) AS pruned"
 DEAD_LETTERS = "SELECT * FROM jobs.dead_letters(job_ids => %(job_ids)b::bigint[])"
 LISTEN_DEAD_LETTERED = "LISTEN jobs_dead_lettered"
 

@@ -11,6 +11,7 @@ from .chaos import chaos
 from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from .jobs import cancel, demo, replay, status, submit
 from .listing import list_jobs
+from .retention import prune
 from .metrics import metrics
 from .processes import reaper, relay, run, worker
 from .schema import db
@@ -36,5 +37,5 @@ def main(ctx: click.Context, database_url: str, redis_url: str, log_format: str,
 
 
 for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, list_jobs, demo,
-                stats, top, metrics, audit, db, chaos):
+                prune, stats, top, metrics, audit, db, chaos):
     main.add_command(command)

@@ -127,10 +127,14 @@ def _serve(component) -> None:
               envvar="JOBFENCE_DEAD_LETTER_WEBHOOK",
               help="POST every dead letter (JSON) to this http(s) URL, retried "
                    "[env JOBFENCE_DEAD_LETTER_WEBHOOK].")
+@click.option("--retain", default=7 * 86400.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Prune done and failed jobs (with their history) finished longer ago than "
+                   "this many seconds, --batch at a time.")
+@click.option("--no-retention", is_flag=True, help="Keep every finished job (prune by hand).")
 @with_metrics_port
 @click.pass_context
-def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webhook, metrics_port,
-           metrics_host):
+def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webhook, retain,
+           no_retention, metrics_port, metrics_host):
     """Reap expired leases, recover enqueue_failed, move due retries, re-push lost signals."""
     from ..reaper import Reaper
 
@@ -139,7 +143,8 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
     _serve_metrics(metrics_port, metrics_host, "reaper")
     _serve(Reaper(database_url_for(ctx, "reaper"), redis_url_for(ctx), interval=interval,
                   stale_after=stale_after, queues=queues_from(app_ref, queues), batch=batch,
-                  dead_letter_webhook=dead_letter_webhook))
+                  dead_letter_webhook=dead_letter_webhook,
+                  retain=None if no_retention else retain))
 
 
 @click.command()

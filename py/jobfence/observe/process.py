@@ -50,7 +50,8 @@ REAPER_TICK_ERRORS = Counter(
 REAPER_JOBS = Counter(
     "jobfence_reaper_jobs",
     "jobs the reaper repaired, by action: reaped (expired leases), recovered "
-    "(enqueue_failed pushed again), moved (due ids from the delayed sets), stale_repushed",
+    "(enqueue_failed pushed again), moved (due ids from the delayed sets), stale_repushed, "
+    "pruned (finished jobs deleted by retention)",
     ["action"], registry=None)
 REAPER_LAST_TICK = Gauge(
     "jobfence_reaper_last_tick_timestamp_seconds", "Unix time of the last completed tick",
@@ -74,7 +75,7 @@ ROLE_METRICS = {
 COMMON_METRICS = (CONNECTION_ERRORS, RECONNECTS)
 
 # Every label value exists from the start, so rate() and increase() see the first one.
-REAPER_ACTIONS = ("reaped", "recovered", "moved", "stale_repushed")
+REAPER_ACTIONS = ("reaped", "recovered", "moved", "stale_repushed", "pruned")
 for _action in REAPER_ACTIONS:
     REAPER_JOBS.labels(_action)
 for _error in ("db_unavailable", "redis_unavailable", "tick_failed"):
