@@ -42,12 +42,7 @@ class Submitted:
 
 
 def _with_created(found: list[rows.Job]) -> list[Submitted]:
-    out = []
-    for job in found:
-        extra = dict(job.extra)
-        created = bool(extra.pop("created", True))
-        out.append(Submitted(replace(job, extra=extra), created))
-    return out
+    return [Submitted(*rows.split_created(job)) for job in found]
 
 
 def _parked(items: list[Submitted], enqueued: bool) -> list[Submitted]:

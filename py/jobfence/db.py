@@ -9,7 +9,6 @@ so the processes can back off and retry.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, Sequence
@@ -77,17 +76,28 @@ class InvalidDatabaseUrl(ValueError):
     """A database URL libpq cannot parse: a usage error, never worth a retry."""
 
 
+def check_database_url(url: str) -> None:
+    """Raise InvalidDatabaseUrl unless libpq can parse ``url`` and every port in it is one.
+    libpq checks ports only when it connects, and then reports a bad one as a failed
+    connection (one port per host, comma-separated)."""
+    try:
+        ports = conninfo_to_dict(url).get("port")
+    except psycopg.ProgrammingError as exc:
+        # libpq quotes the part it could not parse: passwords are masked by the caller.
+        raise InvalidDatabaseUrl(f"invalid database URL: {' '.join(str(exc).split())}") from None
+    for port in str(ports or "").split(","):
+        if port.strip() and not (port.strip().isdigit() and 0 < int(port) < 65536):
+            raise InvalidDatabaseUrl(f"invalid database URL: port {port.strip()!r} is not a number "
+                                     "from 1 to 65535")
+
+
 class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
     def __init__(self, url: str, *, max_size: int = 4, name: str = "jobfence",
                  open_timeout: float | None = None, timeout: float = 10.0,
                  statement_timeout: float | None = None):
-        try:
-            conninfo_to_dict(url)
-        except psycopg.ProgrammingError as exc:
-            # libpq quotes the part it could not parse: passwords are masked by the caller.
-            raise InvalidDatabaseUrl(f"invalid database URL: {' '.join(str(exc).split())}") from None
+        check_database_url(url)
         self.url = url
         self.name = name
         kwargs: dict[str, Any] = {"autocommit": True, "application_name": name}
@@ -170,9 +180,7 @@ class Database:
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
             "ordering_key": ordering_key}, rows.JOB)
-        extra = dict(job.extra)
-        created = bool(extra.pop("created", True))
-        return dataclasses.replace(job, extra=extra), created
+        return rows.split_created(job)
 
     def submit_many(self, specs: Sequence[dict]) -> list[rows.Job]:
         return self._all(sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)

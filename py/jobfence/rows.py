@@ -140,3 +140,11 @@ HEARTBEAT = class_row(Heartbeat)
 BEAT = class_row(Beat)
 JOB = _tolerant(Job)
 EVENT = _tolerant(Event)
+
+
+def split_created(job: Job) -> tuple[Job, bool]:
+    """A row of the ``*_CREATED`` statements (``jobfence.sql``): the job without the extra
+    ``created`` column, and that flag (false for an idempotent repeat)."""
+    extra = dict(job.extra)
+    created = bool(extra.pop("created", True))
+    return dataclasses.replace(job, extra=extra), created

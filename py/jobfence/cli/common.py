@@ -101,18 +101,12 @@ def checked_redis_url(url: str) -> str:
 def checked_database_url(url: str) -> str:
     """``url`` if libpq can parse it; a malformed one is a usage error (exit 2) at once, not
     a connection retried until it is called "unavailable"."""
-    from psycopg.conninfo import conninfo_to_dict
+    from ..db import InvalidDatabaseUrl, check_database_url
 
     try:
-        ports = conninfo_to_dict(url).get("port")
-    except psycopg.ProgrammingError as exc:
-        raise Fail(f"invalid database URL: {' '.join(str(exc).split())}", EXIT_USAGE) from None
-    # libpq checks the port only when it connects, and then reports a bad one as a failed
-    # connection; one per host, comma-separated.
-    for port in str(ports or "").split(","):
-        if port.strip() and not (port.strip().isdigit() and 0 < int(port) < 65536):
-            raise Fail(f"invalid database URL: port {port.strip()!r} is not a number from 1 to 65535",
-                       EXIT_USAGE)
+        check_database_url(url)
+    except InvalidDatabaseUrl as exc:
+        raise Fail(str(exc), EXIT_USAGE) from None
     return url
 
 
