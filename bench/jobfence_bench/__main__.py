@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import api, ceilings, e2e, judged, observe, report, scale, sqlpath
+from . import api, ceilings, e2e, judged, observe, pooler, report, scale, sqlpath
 from .common import RESULTS, ROOT, Settings, connect, create_plain_table, progress, scalar, stop_all
 
-SECTIONS = ("ceilings", "sql", "observe", "e2e", "judged", "api", "scale")
+SECTIONS = ("ceilings", "sql", "observe", "e2e", "judged", "api", "scale", "pooler")
 
 
 def _terminate(signum, frame):
@@ -65,7 +65,8 @@ def main() -> int:
     _local(redis_url)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
-    sections = args.only or list(SECTIONS)
+    # Through PgBouncer is part of the full run; --quick takes it only when asked (--only).
+    sections = args.only or [s for s in SECTIONS if not (args.quick and s == "pooler")]
     settings = Settings(url=url, redis_url=redis_url, quick=args.quick,
                         seconds=2.0 if args.quick else 5.0, queue=f"bench_{os.getpid()}",
                         work=Path(tempfile.mkdtemp(prefix="jobfence_bench_")), profile=args.profile)
@@ -99,6 +100,9 @@ def main() -> int:
             if "scale" in sections:
                 progress("5. scale")
                 results["scale"] = scale.run(settings, admin)
+            if "pooler" in sections:
+                progress("8. through PgBouncer: 1 to 8 worker processes")
+                results["pooler"] = pooler.run(settings, admin)
     except KeyboardInterrupt as exc:
         progress(f"interrupted ({exc}): cleaning up")
         results["interrupted"] = str(exc)

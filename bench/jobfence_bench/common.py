@@ -56,6 +56,9 @@ def ratio(fig: dict | None, ceiling: dict | None) -> float | None:
 
 
 def connect(url: str, **kw) -> psycopg.Connection:
+    if os.environ.get("JOBFENCE_DATABASE_POOLER") == "transaction":
+        # Through PgBouncer (the pooler section): no prepared statements, as the drivers.
+        kw.setdefault("prepare_threshold", None)
     return psycopg.connect(url, autocommit=True, **kw)
 
 

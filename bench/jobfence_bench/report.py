@@ -142,8 +142,34 @@ def table(res: dict) -> str:
             lines.append("  bytes per million done jobs (with their 3 events): " + ", ".join(
                 f"{k} {v / 2**20:,.0f} MiB" for k, v in b.items()))
     lines += api_table(res.get("api"))
+    lines += pooler_table(res.get("pooler"))
     lines += targets(res)
     return "\n".join(lines)
+
+
+def pooler_table(pooler: dict | None) -> list[str]:
+    """Worker processes × batch 100 through PgBouncer, each as a ratio to 2 direct workers."""
+    if not pooler:
+        return []
+    if pooler.get("skipped"):
+        return [f"8. through PgBouncer: skipped ({pooler['skipped']})"]
+    lines = [f"8. through PgBouncer (transaction mode, {pooler['pool_size']} server sessions), batch 100"]
+    direct = (pooler.get("direct") or {}).get("jobs_per_s")
+    _row(lines, "  2 workers, direct connections: jobs/s", direct)
+    for r in pooler.get("through_pgbouncer", []):
+        label = f"  {r['workers']} worker(s) through pgbouncer"
+        if r.get("error"):
+            lines.append(f"{label}: failed: {r['error'].splitlines()[0][:70]}")
+            continue
+        _row(lines, label + ": jobs/s", r["jobs_per_s"], direct, "2 workers direct")
+        done = [r.get(f"submit_to_done_{q}") for q in ("p50", "p99")]
+        if all(f and f["median"] is not None for f in done):
+            lines.append(ROW.format("    submit→done p50 / p99", " / ".join(f"{f['median']:,.1f}" for f in done),
+                                    "", "", "ms"))
+        if r.get("pg_waits"):
+            lines.append("    PostgreSQL backends: " + ", ".join(
+                f"{k} {v:.0%}" for k, v in list(r["pg_waits"].items())[:4]))
+    return lines
 
 
 def api_table(api: dict | None) -> list[str]:

@@ -49,9 +49,11 @@ ON CONFLICT DO NOTHING
 OBSERVE = {"queue_depth": "SELECT * FROM jobs.queue_depth",
            "metrics_1h": "SELECT * FROM jobs.metrics('1 hour')",
            "metrics_1d": "SELECT * FROM jobs.metrics('1 day')"}
+# jobs.event is partitioned by day: its size is that of its partitions.
 SIZES = """
 SELECT pg_relation_size('jobs.job'), pg_indexes_size('jobs.job') + coalesce(pg_relation_size(reltoastrelid), 0),
-       pg_relation_size('jobs.event'), pg_indexes_size('jobs.event')
+       (SELECT coalesce(sum(pg_relation_size(p.relid)), 0) FROM pg_partition_tree('jobs.event') AS p WHERE p.isleaf),
+       (SELECT coalesce(sum(pg_indexes_size(p.relid)), 0) FROM pg_partition_tree('jobs.event') AS p WHERE p.isleaf)
   FROM pg_class WHERE oid = 'jobs.job'::regclass
 """
 

@@ -1,5 +1,6 @@
 -- Deploy jobfence:define_type to pg
 -- requires: job_type
+-- requires: kind_limit
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.define_type(
     kind              text,
@@ -15,7 +16,11 @@ CREATE OR REPLACE FUNCTION jobs.define_type(
     slo_success       numeric DEFAULT 0.99,
     max_backlog       bigint DEFAULT 10000,
     run_time_budget   interval DEFAULT NULL,
-    max_failure_rate  numeric DEFAULT 0.05)
+    max_failure_rate  numeric DEFAULT 0.05,
+    priority          integer DEFAULT 0,
+    max_running       integer DEFAULT NULL,
+    rate_limit        integer DEFAULT NULL,
+    rate_period       interval DEFAULT NULL)
 RETURNS jobs.job_type
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -52,6 +57,13 @@ BEGIN
             'run_time_budget must be NULL (the timeout) or a positive interval of at most 30 days'
         WHEN max_failure_rate IS NULL OR max_failure_rate < 0 OR max_failure_rate > 1 THEN
             'max_failure_rate must be in [0, 1]'
+        WHEN priority IS NULL OR priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 (first) and 9'
+        WHEN max_running < 1 THEN 'max_running must be NULL (unlimited) or at least 1'
+        WHEN (rate_limit IS NULL) <> (rate_period IS NULL) THEN
+            'rate_limit and rate_period go together: both NULL (unlimited) or both set'
+        WHEN rate_limit < 1 THEN 'rate_limit must be NULL (unlimited) or at least 1'
+        WHEN rate_period < interval '1 millisecond' OR rate_period > interval '30 days' THEN
+            'rate_period must be an interval from 1 millisecond to 30 days'
     END;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION 'jobs.define_type: %', problem
@@ -61,12 +73,14 @@ BEGIN
 
     INSERT INTO jobs.job_type AS t (kind, queue, lease_timeout, timeout, max_retries, backoff_base,
                                     backoff_max, max_payload_bytes, slo_latency, slo_target,
-                                    slo_success, max_backlog, run_time_budget, max_failure_rate)
+                                    slo_success, max_backlog, run_time_budget, max_failure_rate,
+                                    priority, max_running, rate_limit, rate_period)
     VALUES (define_type.kind, define_type.queue, define_type.lease_timeout, define_type.timeout,
             define_type.max_retries, define_type.backoff_base, define_type.backoff_max,
             define_type.max_payload_bytes, define_type.slo_latency, define_type.slo_target,
             define_type.slo_success, define_type.max_backlog, define_type.run_time_budget,
-            define_type.max_failure_rate)
+            define_type.max_failure_rate, define_type.priority, define_type.max_running,
+            define_type.rate_limit, define_type.rate_period)
     ON CONFLICT ON CONSTRAINT job_type_pkey DO UPDATE
        SET queue = excluded.queue, lease_timeout = excluded.lease_timeout, timeout = excluded.timeout,
            max_retries = excluded.max_retries, backoff_base = excluded.backoff_base,
@@ -74,12 +88,38 @@ BEGIN
            slo_latency = excluded.slo_latency, slo_target = excluded.slo_target,
            slo_success = excluded.slo_success, max_backlog = excluded.max_backlog,
            run_time_budget = excluded.run_time_budget, max_failure_rate = excluded.max_failure_rate,
+           priority = excluded.priority, max_running = excluded.max_running,
+           rate_limit = excluded.rate_limit, rate_period = excluded.rate_period,
            updated_at = now()
     RETURNING * INTO defined;
+
+    -- The claim path reads jobs.kind_limit only: a row there is what makes a kind limited,
+    -- so an unlimited kind costs the claims nothing.
+    IF defined.max_running IS NULL AND defined.rate_limit IS NULL THEN
+        DELETE FROM jobs.kind_slot AS s WHERE s.kind = defined.kind;
+        DELETE FROM jobs.kind_limit AS l WHERE l.kind = defined.kind;
+    ELSE
+        -- Locked like a claim locks it, so a redefinition waits for claims in flight. A full
+        -- bucket to start with; a changed rate keeps the tokens already earned (capped).
+        INSERT INTO jobs.kind_limit AS l (kind, max_running, rate_limit, rate_period, tokens, refilled_at)
+        VALUES (defined.kind, defined.max_running, defined.rate_limit, defined.rate_period,
+                coalesce(defined.rate_limit, 0), now())
+        ON CONFLICT ON CONSTRAINT kind_limit_pkey DO UPDATE
+           SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+               rate_period = excluded.rate_period,
+               tokens = CASE WHEN l.rate_limit IS NULL THEN excluded.tokens
+                             ELSE least(l.tokens, excluded.tokens) END;
+        -- Jobs already running count against a new max_running: their slots are taken now.
+        INSERT INTO jobs.kind_slot (kind, job_id, lease_version)
+        SELECT j.kind, j.id, j.lease_version
+          FROM jobs.job AS j
+         WHERE j.status = 'processing' AND j.kind = defined.kind
+        ON CONFLICT ON CONSTRAINT kind_slot_pkey DO UPDATE SET lease_version = excluded.lease_version;
+    END IF;
     RETURN defined;
 END $$;
-COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric) IS
-    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success) and alert bounds (backlog, run-time budget, failure rate). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
-REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric) TO jobs_admin;
+COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval) IS
+    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success), alert bounds (backlog, run-time budget, failure rate), default priority (0..9, lower first) and global claim limits (max_running, rate_limit per rate_period; NULL unlimited). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
+REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval) TO jobs_admin;
 COMMIT;

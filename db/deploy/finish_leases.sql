@@ -1,4 +1,5 @@
 -- Deploy jobfence:finish_leases to pg
+-- requires: max_snoozes
 -- requires: outcome
 -- requires: event
 -- requires: backoff_delay
@@ -12,7 +13,10 @@ BEGIN;
 -- the next-state rule, the SET list, the event rows and the wake-ups (docs/sql-api.md,
 -- "Leaving processing"). Item i is (job_ids[i], workers[i], lease_versions[i], verdicts[i],
 -- results[i], errors[i]); verdicts: 'done' (a result), 'retry' (a failure that may be
--- retried), 'fatal' (a failure no retry can fix), 'expired' (the reaper took the lease).
+-- retried), 'fatal' (a failure no retry can fix), 'expired' (the reaper took the lease),
+-- 'snooze' (not now: queued again after delays[i], the retry budget untouched, at most
+-- jobs.max_snoozes() times per job; past that the job fails, so a job cannot snooze for
+-- ever unnoticed).
 -- Returns one outcome per item, in input order; accepted = false (nothing written) where
 -- the worker no longer holds that lease_version. A repeated id is applied once: the first
 -- item that holds the current lease. tokens[i]: the lease token the caller presented (NULL:
@@ -22,7 +26,8 @@ BEGIN;
 -- required (lease_policy.require_lease_token).
 CREATE OR REPLACE FUNCTION jobs.finish_leases(job_ids bigint[], workers text[], lease_versions bigint[],
                                               verdicts text[], results jsonb[], errors text[],
-                                              tokens uuid[] DEFAULT NULL, caller text DEFAULT 'jobs.reap')
+                                              tokens uuid[] DEFAULT NULL, caller text DEFAULT 'jobs.reap',
+                                              delays interval[] DEFAULT NULL)
 RETURNS SETOF jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -50,6 +55,7 @@ DECLARE
     me regrole := quote_ident(session_user)::regrole;
     expected uuid[];
     too_big record;
+    snooze_limit integer := jobs.max_snoozes();
 BEGIN
     -- Caps on what an outcome may store, checked before anything is written.
     SELECT i.ord - 1 AS item, octet_length(i.result::text) AS result_bytes, octet_length(i.error) AS error_bytes
@@ -66,6 +72,18 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = 'Store large results elsewhere (an object-storage key) and return the reference; shorten the error. Items are numbered from 0.';
     END IF;
+    -- A snooze's delay, checked once here for jobs.snooze and jobs.snooze_many alike.
+    SELECT i.ord - 1 AS item, i.delay INTO too_big
+      FROM unnest(finish_leases.verdicts, coalesce(finish_leases.delays, array_fill(NULL::interval, ARRAY[n])))
+           WITH ORDINALITY AS i(verdict, delay, ord)
+     WHERE i.verdict = 'snooze' AND (i.delay IS NULL OR i.delay < interval '0' OR i.delay > interval '30 days')
+     ORDER BY i.ord
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%: item %: the snooze delay % is out of range', caller, too_big.item, coalesce(too_big.delay::text, 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'A snooze waits from 0 seconds to 30 days; for a later time, complete this job and submit another with run_after. Items are numbered from 0.';
+    END IF;
     SELECT p.bind_session_role, p.require_lease_token INTO bind_role, require_token FROM jobs.lease_policy AS p;
     -- The token check needs only the item: computed once for the batch, and only when one is given.
     expected := CASE WHEN EXISTS (SELECT 1 FROM unnest(finish_leases.tokens) AS t WHERE t IS NOT NULL)
@@ -78,29 +96,36 @@ BEGIN
     LOOP
         rounds := rounds + 1;
         WITH input AS (
-            SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord,
+            SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord, i.delay,
                    i.verdict = 'expired'
                    OR CASE WHEN i.token IS NULL THEN NOT require_token ELSE i.token = i.expected END AS token_ok
               FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
                           finish_leases.verdicts, finish_leases.results, finish_leases.errors,
-                          coalesce(finish_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected)
-                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, token, expected, ord)
+                          coalesce(finish_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected,
+                          coalesce(finish_leases.delays, array_fill(NULL::interval, ARRAY[n])))
+                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, token, expected, delay, ord)
              WHERE pending IS NULL OR i.ord = ANY (pending)
         ), decided AS (
             -- The authority predicate, and the next-state rule (reliability contract §4;
             -- docs/sql-api.md "Leaving processing") on what the row says now. A repeated id
             -- that holds the lease more than once is applied once (its first item). In id
             -- order, so concurrent batches update rows in the same order: no deadlock.
-            SELECT DISTINCT ON (i.id) i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord,
+            SELECT DISTINCT ON (i.id) i.id, i.worker, i.lease_version, i.verdict, i.result, i.ord, i.delay,
+                   CASE WHEN i.verdict = 'snooze' AND cur.snoozes >= snooze_limit
+                        THEN format('snoozed %s times, the limit: failed so that it is noticed', cur.snoozes)
+                        ELSE i.error END AS error,
                    cur.retry_count, cur.max_retries, cur.cancel_requested_at IS NOT NULL AS cancel_asked,
                    cur.claimed_at,
                    CASE WHEN i.verdict = 'done' THEN 'done'::jobs.status
-                        WHEN cur.cancel_requested_at IS NOT NULL OR i.verdict = 'fatal'
+                        WHEN i.verdict = 'snooze' AND cur.cancel_requested_at IS NULL AND cur.snoozes < snooze_limit
+                          THEN 'queued'::jobs.status
+                        WHEN cur.cancel_requested_at IS NOT NULL OR i.verdict IN ('fatal', 'snooze')
                           OR cur.retry_count + 1 > cur.max_retries THEN 'failed'::jobs.status
                         ELSE 'queued'::jobs.status END AS next_status,
                    CASE WHEN i.verdict = 'done' THEN 'completed'
                         WHEN cur.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                        WHEN i.verdict = 'fatal' THEN 'failed'
+                        WHEN i.verdict = 'snooze' AND cur.snoozes < snooze_limit THEN 'snoozed'
+                        WHEN i.verdict IN ('fatal', 'snooze') THEN 'failed'
                         WHEN cur.retry_count + 1 > cur.max_retries THEN 'exhausted'
                         WHEN i.verdict = 'expired' THEN 'reaped'
                         ELSE 'retried' END AS reason
@@ -110,7 +135,7 @@ BEGIN
               -- the table, or of a partial index, per item), and IS NOT DISTINCT FROM does
               -- not prove a partial index's predicate (see jobs.claimable).
              CROSS JOIN LATERAL (
-                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at, j.claimed_at
+                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at, j.claimed_at, j.snoozes
                      FROM jobs.job AS j
                     WHERE j.id = i.id
                       AND j.status IS NOT DISTINCT FROM 'processing'
@@ -126,8 +151,11 @@ BEGIN
             UPDATE jobs.job AS j
                SET status = d.next_status,
                    result = CASE WHEN d.verdict = 'done' THEN d.result END,
-                   error = CASE WHEN d.verdict = 'done' THEN j.error ELSE d.error END,
-                   retry_count = j.retry_count + CASE WHEN d.verdict = 'done' THEN 0 ELSE 1 END,
+                   -- A snooze keeps the last attempt's error: the job has not failed again.
+                   error = CASE WHEN d.verdict = 'done' OR d.reason = 'snoozed' THEN j.error ELSE d.error END,
+                   -- A snooze is not a failed attempt: it spends no retry budget.
+                   retry_count = j.retry_count + CASE WHEN d.verdict IN ('done', 'snooze') THEN 0 ELSE 1 END,
+                   snoozes = j.snoozes + CASE WHEN d.reason = 'snoozed' THEN 1 ELSE 0 END,
                    -- done keeps who finished it and when it started; failed and requeued clear them.
                    owned_by = CASE WHEN d.verdict = 'done' THEN j.owned_by END,
                    claim_role = CASE WHEN d.verdict = 'done' THEN j.claim_role END,
@@ -138,6 +166,7 @@ BEGIN
                    -- (looked up only then: completions, the common case, never need it).
                    run_after = CASE WHEN d.next_status <> 'queued' THEN j.run_after
                                     WHEN d.verdict = 'expired' THEN now()
+                                    WHEN d.verdict = 'snooze' THEN now() + d.delay
                                     ELSE now() + (SELECT jobs.backoff_delay(j.retry_count + 1, t.backoff_base, t.backoff_max)
                                                     FROM jobs.job_type AS t WHERE t.kind = j.kind) END,
                    finished_at = CASE WHEN d.next_status = 'queued' THEN NULL ELSE now() END,
@@ -161,7 +190,7 @@ BEGIN
         ), logged AS (
             INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason, error)
             SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, me, f.reason,
-                   CASE WHEN f.verdict <> 'done' THEN f.error END
+                   CASE WHEN f.verdict <> 'done' AND f.reason <> 'snoozed' THEN f.error END
               FROM finished AS f
         )
         SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'
@@ -213,7 +242,7 @@ BEGIN
       LEFT JOIN wake AS wk ON wk.source_id = i.id
      ORDER BY i.ord;
 END $$;
-COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text) IS
-    'Internal: the one exit from processing (done, retry with backoff, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text) FROM PUBLIC;
+COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text, interval[]) IS
+    'Internal: the one exit from processing (done, retry with backoff, snoozed, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text, interval[]) FROM PUBLIC;
 COMMIT;

@@ -3,10 +3,15 @@
 -- requires: event
 -- requires: lease
 -- requires: tally
+-- requires: queue_pause
+-- requires: admit_limited
 BEGIN;
 -- The queued -> processing transition shared by claim, claim_many and claim_next: the one
 -- door into processing. Ids that are not claimable now are skipped (zero rows for them).
-CREATE OR REPLACE FUNCTION jobs.grant_leases(job_ids bigint[], worker text)
+-- rows_locked: the caller (claim_next) already holds locks on some of these rows; a claim
+-- that holds job rows must not wait for a kind's row, which a claimer waiting for those job
+-- rows may hold (see jobs.admit_limited).
+CREATE OR REPLACE FUNCTION jobs.grant_leases(job_ids bigint[], worker text, rows_locked boolean DEFAULT false)
 RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -19,7 +24,16 @@ DECLARE
     -- Who claims: the session's login role, not the worker name it gives (any caller can
     -- give any name). Inside a SECURITY DEFINER function current_user is the owner.
     me regrole := quote_ident(session_user)::regrole;
+    paused text[];
+    limited text[];
 BEGIN
+    -- Paused queues and limited kinds: two tiny tables (usually empty) read once per call,
+    -- never per row. With neither, the grant below is all there is.
+    SELECT ARRAY(SELECT p.queue FROM jobs.queue_pause AS p), ARRAY(SELECT l.kind FROM jobs.kind_limit AS l)
+      INTO paused, limited;
+    IF cardinality(limited) > 0 THEN
+        job_ids := jobs.admit_limited(job_ids, limited, paused, rows_locked);
+    END IF;
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
     RETURN QUERY
     -- Through the view: the UPDATE itself locks each row and re-checks "claimable" on its
@@ -38,6 +52,8 @@ BEGIN
                lease_expires_at = now() + least(j.lease_timeout, j.timeout),
                updated_at = now()
          WHERE j.id = ANY (grant_leases.job_ids)
+           -- A paused queue's job is refused like one not due yet: it stays queued.
+           AND j.queue <> ALL (paused)
         RETURNING j.*
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason)
@@ -55,7 +71,7 @@ BEGIN
       FROM claimed AS c, tallied
      ORDER BY c.id;
 END $$;
-COMMENT ON FUNCTION jobs.grant_leases(bigint[], text) IS
-    'Internal: move those of the given jobs that are claimable now to processing for worker (recording the session role as claim_role) and log the claims. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text) FROM PUBLIC;
+COMMENT ON FUNCTION jobs.grant_leases(bigint[], text, boolean) IS
+    'Internal: move those of the given jobs that are claimable now (and not in a paused queue, and within their kind''s global limits) to processing for worker (recording the session role as claim_role) and log the claims. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text, boolean) FROM PUBLIC;
 COMMIT;

@@ -47,7 +47,7 @@ BEGIN
       FROM (SELECT e.ord - 1 AS pos, e.spec, t.max_payload_bytes AS limit_bytes,
                    CASE
                        WHEN jsonb_typeof(e.spec) <> 'object' THEN 'not_object'
-                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify}'::text[] <> '{}' THEN 'extra_keys'
+                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority}'::text[] <> '{}' THEN 'extra_keys'
                        WHEN jsonb_typeof(e.spec -> 'kind') IS DISTINCT FROM 'string' THEN 'kind_type'
                        -- A declared kind passed define_type's name check: the pattern only
                        -- needs testing on names that are not declared.
@@ -64,6 +64,10 @@ BEGIN
                        WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
                         AND coalesce(jobs.parse_timestamptz(e.spec ->> 'run_after') >= '9999-12-30T00:00:00Z', true) THEN 'run_after_value'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'notify'), 'null') NOT IN ('boolean', 'null') THEN 'notify_type'
+                       -- One Redis band per priority: the range is small on purpose.
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'priority'), 'null') NOT IN ('number', 'null')
+                         OR (jsonb_typeof(e.spec -> 'priority') = 'number'
+                             AND (e.spec ->> 'priority') NOT IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9')) THEN 'priority_value'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
                        WHEN octet_length(coalesce(nullif(e.spec -> 'payload', 'null'), '{}')::text) > t.max_payload_bytes THEN 'payload_size'
                        -- Clients parse payloads recursively (Python's json stops near 1000 levels).
@@ -104,9 +108,9 @@ BEGIN
         ELSIF bad.problem = 'extra_keys' THEN
             RAISE EXCEPTION '%: unknown key(s) in job spec: %', at_,
                 (SELECT string_agg(k, ', ' ORDER BY k) FROM jsonb_object_keys(bad.spec
-                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify}'::text[]) AS k)
+                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority}'::text[]) AS k)
                 USING ERRCODE = '22023',
-                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify.';
+                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority.';
         ELSIF bad.problem = 'kind_type' THEN
             RAISE EXCEPTION '%: kind must be a string', at_
                 USING ERRCODE = '22023', HINT = 'Declare kinds with jobs.define_type and pass the name.';
@@ -136,6 +140,9 @@ BEGIN
             RAISE EXCEPTION '%: run_after % is not a timestamp before 9999-12-30T00:00:00Z', at_, bad.spec -> 'run_after'
                 USING ERRCODE = '22023',
                       HINT = 'Use ISO 8601 with a zone offset within +-15:59, e.g. "2030-01-01T09:00:00Z".';
+        ELSIF bad.problem = 'priority_value' THEN
+            RAISE EXCEPTION '%: priority must be an integer from 0 to 9 or null, got %', at_, bad.spec -> 'priority'
+                USING ERRCODE = '22023', HINT = 'Lower runs first; null (or no key) takes the kind''s priority.';
         ELSE
             RAISE EXCEPTION '%: notify must be a boolean', at_
                 USING ERRCODE = '22023', HINT = 'Pass false when your driver pushes the id itself.';
@@ -160,6 +167,7 @@ BEGIN
     -- speculative insertion costs an extra WAL record per row.
     WITH src AS (
         SELECT new_ids[e.ord] AS id, e.spec, e.ord, t.kind, t.queue, t.max_retries, t.lease_timeout, t.timeout,
+               coalesce((e.spec ->> 'priority')::smallint, t.priority) AS priority,
                coalesce(nullif(e.spec -> 'payload', 'null'), '{}') AS payload,
                -- A run_after in the past is now(): a late timestamp must not jump the queue.
                CASE WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
@@ -170,20 +178,20 @@ BEGIN
           JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind'
     ), keyless AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   due_at, idempotency_key, ordering_key, parent_id)
+                                   due_at, idempotency_key, ordering_key, parent_id, priority)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id
+               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority
           FROM src AS s
          WHERE s.idempotency_key IS NULL
          ORDER BY s.ord
         RETURNING j.*
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   due_at, idempotency_key, ordering_key, parent_id)
+                                   due_at, idempotency_key, ordering_key, parent_id, priority)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id
+               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord

@@ -38,12 +38,23 @@ CREATE TABLE jobs.job (
     parent_id           bigint REFERENCES jobs.job (id) ON DELETE SET NULL,
     pending_children    integer NOT NULL DEFAULT 0,
     cancel_requested_at timestamptz,
+    -- 0..9, lower runs first: claim_next's order and the Redis band of the job's signal.
+    priority            smallint NOT NULL DEFAULT 0,
+    -- What the handler last said of its own progress (jobs.progress), and when; readable
+    -- through jobs.get. Kept after the job ends, so a result page can show the last step.
+    progress            jsonb,
+    progress_at         timestamptz,
+    -- Snoozes so far (jobs.snooze): they spend no retry budget, so they are counted apart
+    -- and bounded by jobs.max_snoozes().
+    snoozes             integer NOT NULL DEFAULT 0,
     -- The submitting login role: session_user, since current_user inside the SECURITY DEFINER
     -- functions is their owner. jobs.producer_policy can confine producers to their own jobs.
     submitted_by        regrole NOT NULL DEFAULT quote_ident(session_user)::regrole,
     CONSTRAINT job_lease_version_nonnegative CHECK (lease_version >= 0),
     CONSTRAINT job_retry_count_nonnegative CHECK (retry_count >= 0),
     CONSTRAINT job_pending_children_nonnegative CHECK (pending_children >= 0),
+    CONSTRAINT job_priority_range CHECK (priority BETWEEN 0 AND 9),
+    CONSTRAINT job_snoozes_nonnegative CHECK (snoozes >= 0),
     CONSTRAINT job_processing_has_owner CHECK (
         status <> 'processing' OR (owned_by IS NOT NULL AND claimed_at IS NOT NULL AND lease_expires_at IS NOT NULL)),
     CONSTRAINT job_terminal_has_finished_at CHECK (
@@ -53,9 +64,10 @@ COMMENT ON TABLE jobs.job IS 'One row per job: the single source of truth. Writt
 REVOKE ALL ON jobs.job FROM PUBLIC;
 
 -- Hot paths, each served by a partial index so millions of terminal rows are never scanned.
--- claim_next and stale_queued: due jobs of one queue, oldest due first (claim_next over
--- every queue reads each queue in turn); jobs.queues skips along it from queue to queue.
-CREATE INDEX job_queued_by_queue_idx ON jobs.job (queue, run_after, id) WHERE status = 'queued';
+-- claim_next and stale_queued: due jobs of one queue, most urgent then oldest due first
+-- (claim_next over every queue reads each queue in turn); jobs.queues skips along it from
+-- queue to queue.
+CREATE INDEX job_queued_by_queue_idx ON jobs.job (queue, priority, run_after, id) WHERE status = 'queued';
 -- reap: expired leases.
 CREATE INDEX job_lease_expiry_idx ON jobs.job (lease_expires_at) WHERE status = 'processing';
 -- recover_enqueue_failed.
@@ -71,6 +83,9 @@ CREATE INDEX job_ordering_idx ON jobs.job (ordering_key, id)
 -- ...and is a younger one of the key running (only after a replay)? Few rows: the running ones.
 CREATE INDEX job_ordering_running_idx ON jobs.job (ordering_key)
     WHERE ordering_key IS NOT NULL AND status = 'processing';
+-- list_jobs(ordering_key => ...): one key's jobs of every status, newest first (the index
+-- above holds only the unfinished ones). Only jobs with a key pay for it.
+CREATE INDEX job_ordering_key_idx ON jobs.job (ordering_key, id) WHERE ordering_key IS NOT NULL;
 -- Fan-in: a coordinator's children.
 CREATE INDEX job_parent_idx ON jobs.job (parent_id) WHERE parent_id IS NOT NULL;
 -- prune: terminal jobs by age.

@@ -18,6 +18,13 @@ CREATE TABLE jobs.job_type (
     max_backlog       bigint NOT NULL DEFAULT 10000,
     run_time_budget   interval,          -- NULL: the kind's timeout
     max_failure_rate  numeric NOT NULL DEFAULT 0.05,
+    -- Lower runs first; copied to each job at submit unless the submit names one.
+    priority          smallint NOT NULL DEFAULT 0,
+    -- Global bounds enforced at claim (jobs.grant_leases); NULL is unlimited. Their running
+    -- state lives in jobs.kind_limit, which holds a row only for the limited kinds.
+    max_running       integer,
+    rate_limit        integer,
+    rate_period       interval,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
     -- define_type validates with friendlier errors; these keep a hand edit honest too.
@@ -31,7 +38,11 @@ CREATE TABLE jobs.job_type (
     CONSTRAINT job_type_slo_success_range CHECK (slo_success > 0 AND slo_success < 1),
     CONSTRAINT job_type_max_backlog_positive CHECK (max_backlog > 0),
     CONSTRAINT job_type_run_time_budget_positive CHECK (run_time_budget > interval '0'),
-    CONSTRAINT job_type_max_failure_rate_range CHECK (max_failure_rate >= 0 AND max_failure_rate <= 1)
+    CONSTRAINT job_type_max_failure_rate_range CHECK (max_failure_rate >= 0 AND max_failure_rate <= 1),
+    CONSTRAINT job_type_priority_range CHECK (priority BETWEEN 0 AND 9),
+    CONSTRAINT job_type_max_running_positive CHECK (max_running > 0),
+    CONSTRAINT job_type_rate_limit_complete CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
+    CONSTRAINT job_type_rate_limit_positive CHECK (rate_limit > 0 AND rate_period > interval '0')
 );
 COMMENT ON TABLE jobs.job_type IS
     'Per-kind definition (queue, lease, execution timeout, retry budget, backoff, payload limit, SLOs and alert bounds). Written by jobs.define_type.';

@@ -9,7 +9,7 @@ BEGIN;
 -- walk the primary key backwards.
 CREATE OR REPLACE FUNCTION jobs.list_jobs(kind text DEFAULT NULL, status jobs.status DEFAULT NULL,
                                           before_id bigint DEFAULT NULL, max_jobs integer DEFAULT 100,
-                                          queue text DEFAULT NULL)
+                                          queue text DEFAULT NULL, ordering_key text DEFAULT NULL)
 RETURNS SETOF jobs.job
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -24,7 +24,16 @@ BEGIN
         RAISE EXCEPTION 'jobs.list_jobs: max_jobs must be between 1 and 1000, got %', coalesce(max_jobs::text, 'NULL')
             USING ERRCODE = '22023', HINT = 'Page with before_id = the last id of the previous page.';
     END IF;
-    IF status IS NULL THEN
+    IF list_jobs.ordering_key IS NOT NULL THEN
+        -- One key's jobs, every status: job_ordering_key_idx walks the key backwards.
+        RETURN QUERY SELECT j.* FROM jobs.job AS j
+                      WHERE j.ordering_key = list_jobs.ordering_key AND j.id < below
+                        AND (list_jobs.status IS NULL OR j.status = list_jobs.status)
+                        AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
+                        AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
+                        AND (mine IS NULL OR j.submitted_by = mine)
+                      ORDER BY j.ordering_key DESC, j.id DESC LIMIT max_jobs;
+    ELSIF status IS NULL THEN
         RETURN QUERY SELECT j.* FROM jobs.job AS j
                       WHERE j.id < below AND (list_jobs.kind IS NULL OR j.kind = list_jobs.kind)
                         AND (list_jobs.queue IS NULL OR j.queue = list_jobs.queue)
@@ -62,8 +71,8 @@ BEGIN
                       ORDER BY j.id DESC LIMIT max_jobs;
     END IF;
 END $$;
-COMMENT ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text) IS
-    'Jobs newest first, optionally of one kind, one status and one queue, at most max_jobs (1-1000) with id < before_id: keyset pages. Granted to jobs_producer and jobs_admin.';
-REVOKE ALL ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text) TO jobs_producer, jobs_admin;
+COMMENT ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text, text) IS
+    'Jobs newest first, optionally of one kind, one status, one queue and one ordering key, at most max_jobs (1-1000) with id < before_id: keyset pages. Granted to jobs_producer and jobs_admin.';
+REVOKE ALL ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text, text) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -2,6 +2,7 @@
 -- requires: job
 -- requires: event
 -- requires: metric_minute
+-- reads at run time: event_retention (a later change in the plan; plpgsql resolves it per call)
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days', max_jobs integer DEFAULT NULL)
 RETURNS bigint
@@ -26,8 +27,10 @@ BEGIN
     cutoff := now() - older_than;
     -- Batches of row-level deletes through the finished_at index: no table lock, and
     -- SKIP LOCKED means a concurrent replay or read never waits on the pruner.
-    -- A child stays while its coordinator is kept, so children() stays complete; events go
-    -- with their job.
+    -- A child stays while its coordinator is kept, so children() stays complete. A job's
+    -- events in the day partitions stay until jobs.drop_event_partitions drops those whole
+    -- (no row deletes, no dead tuples for vacuum); only the default partition, which is never
+    -- dropped, loses the pruned jobs' rows here (normally none: one index probe per job).
     LOOP
         WITH victims AS (
             SELECT j.id
@@ -44,7 +47,7 @@ BEGIN
         ), gone AS (
             DELETE FROM jobs.job AS j USING victims AS v WHERE j.id = v.id RETURNING j.id
         ), history AS (
-            DELETE FROM jobs.event AS e USING gone AS g WHERE e.job_id = g.id
+            DELETE FROM jobs.event_default AS e USING gone AS g WHERE e.job_id = g.id
         )
         SELECT count(*) INTO deleted FROM gone;
         total := total + deleted;
@@ -52,12 +55,19 @@ BEGIN
         -- and `jobfence prune` call again in new transactions.
         EXIT WHEN deleted < batch_size OR total >= coalesce(max_jobs, total + 1);
     END LOOP;
+    -- The histories of the jobs just deleted wait for their partitions to be dropped:
+    -- jobs.audit accepts a history without its job only if it ended before this horizon.
+    IF total > 0 THEN
+        INSERT INTO jobs.event_retention AS r (released_before) VALUES (cutoff)
+            ON CONFLICT (singleton) DO UPDATE SET released_before = excluded.released_before, updated_at = now()
+            WHERE r.released_before < excluded.released_before;
+    END IF;
     -- The rollup follows the same retention: metrics never describe a window whose jobs are gone.
     DELETE FROM jobs.metric_minute AS m WHERE m.minute < date_trunc('minute', cutoff);
     RETURN total;
 END $$;
 COMMENT ON FUNCTION jobs.prune(interval, integer) IS
-    'Retention: delete done/failed jobs whose finished_at is older than older_than (at most max_jobs when given), with their events, in batches, and metric minutes older than the cutoff. A child is kept while its coordinator is. Returns the number of jobs deleted.';
+    'Retention: delete done/failed jobs whose finished_at is older than older_than (at most max_jobs when given), in batches, and metric minutes older than the cutoff. A child is kept while its coordinator is. Their events go when jobs.drop_event_partitions drops their day partitions (those in jobs.event_default go here). Returns the number of jobs deleted.';
 REVOKE ALL ON FUNCTION jobs.prune(interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.prune(interval, integer) TO jobs_admin;
 COMMIT;

@@ -41,7 +41,7 @@ BEGIN
 
     IF cardinality(expired_ids) > 0 THEN
         n := cardinality(expired_ids);
-        SELECT coalesce(array_agg((o.job_id, j.queue, o.run_after)::jobs.signal ORDER BY o.job_id)
+        SELECT coalesce(array_agg((o.job_id, j.queue, o.run_after, j.priority)::jobs.signal ORDER BY o.job_id)
                             FILTER (WHERE o.status = 'queued'), '{}'),
                coalesce(array_agg(DISTINCT w.woken_id) FILTER (WHERE w.woken_id IS NOT NULL), '{}')
           INTO requeued, woken
@@ -85,7 +85,7 @@ BEGIN
     RETURN QUERY SELECT * FROM unnest(requeued);
     -- Jobs that became claimable because a reaped job ended (fan-in coordinator, next of an ordering key).
     RETURN QUERY
-    SELECT DISTINCT j.id, j.queue, j.run_after
+    SELECT DISTINCT j.id, j.queue, j.run_after, j.priority
       FROM jobs.job AS j
      WHERE j.id = ANY (woken);
 END $$;

@@ -27,12 +27,12 @@ BEGIN
            SET status = 'queued', updated_at = now()
           FROM picked AS p
          WHERE j.id = p.id AND j.status = 'enqueue_failed'
-        RETURNING j.id, j.queue, j.run_after, j.lease_version
+        RETURNING j.id, j.queue, j.run_after, j.lease_version, j.priority
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
         SELECT r.id, now(), 'enqueue_failed', 'queued', r.lease_version, 'recovered' FROM recovered AS r
     )
-    SELECT r.id, r.queue, r.run_after FROM recovered AS r ORDER BY r.id;
+    SELECT r.id, r.queue, r.run_after, r.priority FROM recovered AS r ORDER BY r.id;
 END $$;
 COMMENT ON FUNCTION jobs.recover_enqueue_failed(integer) IS
     'Return up to max_jobs enqueue_failed jobs to queued (oldest first) and list them so the caller pushes them again.';

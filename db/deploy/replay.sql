@@ -1,6 +1,7 @@
 -- Deploy jobfence:replay to pg
 -- requires: job
 -- requires: event
+-- requires: requeue_failed
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.replay(job_id bigint)
 RETURNS boolean
@@ -26,20 +27,7 @@ BEGIN
             USING ERRCODE = 'JB003', HINT = 'Wait until it ends; cancel it first if it must stop.';
     END IF;
 
-    UPDATE jobs.job AS j
-       SET status = 'queued', retry_count = 0, lease_version = j.lease_version + 1,
-           run_after = now(), finished_at = NULL, result = NULL, owned_by = NULL, claimed_at = NULL,
-           lease_expires_at = NULL, cancel_requested_at = NULL, updated_at = now()
-     WHERE j.id = target.id
-    RETURNING * INTO target;
-    INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
-    VALUES (target.id, now(), 'failed', 'queued', target.lease_version, 'replayed', target.error);
-    -- pending_children counts unfinished children exactly: an unfinished child again makes a
-    -- coordinator that has not run yet wait for it once more.
-    IF target.parent_id IS NOT NULL THEN
-        UPDATE jobs.job AS p SET pending_children = p.pending_children + 1, updated_at = now()
-         WHERE p.id = target.parent_id;
-    END IF;
+    PERFORM jobs.requeue_failed(ARRAY[target.id]);
     RETURN true;
 END $$;
 COMMENT ON FUNCTION jobs.replay(bigint) IS

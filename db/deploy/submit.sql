@@ -7,7 +7,8 @@ CREATE OR REPLACE FUNCTION jobs.submit(
     idempotency_key text DEFAULT NULL,
     run_after       timestamptz DEFAULT NULL,
     ordering_key    text DEFAULT NULL,
-    notify          boolean DEFAULT true)
+    notify          boolean DEFAULT true,
+    priority        integer DEFAULT NULL)
 RETURNS jobs.job
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -28,12 +29,13 @@ BEGIN
                jsonb_build_array(jsonb_build_object(
                    'kind', submit.kind, 'payload', submit.payload,
                    'idempotency_key', submit.idempotency_key, 'run_after', submit.run_after,
-                   'ordering_key', submit.ordering_key, 'notify', coalesce(submit.notify, true))),
+                   'ordering_key', submit.ordering_key, 'notify', coalesce(submit.notify, true),
+                   'priority', submit.priority)),
                NULL, true) AS r;
     RETURN submitted;
 END $$;
-COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) IS
-    'Create a queued job (new -> queued). A repeated idempotency_key returns the existing job unchanged. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit.';
-REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean) TO jobs_producer, jobs_admin;
+COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) IS
+    'Create a queued job (new -> queued). A repeated idempotency_key returns the existing job unchanged. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit. priority: 0 (first) to 9, NULL for the kind''s.';
+REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -21,6 +21,7 @@ BEGIN
         ('completed',        'processing',     'done',           false),
         ('retried',          'processing',     'queued',         true),
         ('reaped',           'processing',     'queued',         true),
+        ('snoozed',          'processing',     'queued',         true),
         ('exhausted',        'processing',     'failed',         false),
         ('exhausted',        'queued',         'failed',         false),
         ('exhausted',        'enqueue_failed', 'failed',         false),

@@ -1,4 +1,4 @@
 -- Revert jobfence:list_jobs from pg
 BEGIN;
-DROP FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text);
+DROP FUNCTION jobs.list_jobs(text, jobs.status, bigint, integer, text, text);
 COMMIT;

@@ -2,15 +2,20 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(80);
+SELECT plan(83);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
 INSERT INTO expected_fn VALUES
-    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric)', 'jobs.job_type',
-     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate}', true),
-    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean)', 'jobs.job',
-     '{kind,payload,idempotency_key,run_after,ordering_key,notify}', true),
+    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval)', 'jobs.job_type',
+     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period}', true),
+    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer)', 'jobs.job',
+     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority}', true),
+    ('jobs.pause(text)', 'boolean', '{queue}', true),
+    ('jobs.resume(text)', 'boolean', '{queue}', true),
+    ('jobs.paused_queues()', 'TABLE(queue text, paused_at timestamp with time zone, paused_by text)', '{queue,paused_at,paused_by}', true),
+    ('jobs.held_back(bigint[])', 'setof jobs.signal', '{job_ids}', true),
+    ('jobs.admit_limited(bigint[],text[],text[],boolean)', NULL, NULL, false),
     ('jobs.submit_many(jsonb)', 'setof jobs.job', '{specs}', true),
     ('jobs.fan_out(jsonb,jsonb)', 'jobs.job', '{children,then_spec}', true),
     ('jobs.mark_enqueue_failed(bigint[])', 'integer', '{job_ids}', true),
@@ -27,6 +32,8 @@ INSERT INTO expected_fn VALUES
     ('jobs.replay(bigint)', 'boolean', '{job_id}', true),
     ('jobs.stale_queued(text,interval,integer)', 'setof jobs.signal', '{queue,older_than,max_jobs}', true),
     ('jobs.prune(interval,integer)', 'bigint', '{older_than,max_jobs}', true),
+    ('jobs.create_event_partitions(interval)', 'integer', '{ahead}', true),
+    ('jobs.drop_event_partitions(interval)', 'integer', '{older_than}', true),
     ('jobs.get(bigint)', 'jobs.job', '{job_id}', true),
     ('jobs.events(bigint)', 'setof jobs.event', '{job_id}', true),
     ('jobs.children(bigint)', 'setof jobs.job', '{job_id}', true),
@@ -39,7 +46,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.check_worker(text,text)', NULL, NULL, false),
     ('jobs.own_jobs_only(boolean)', NULL, NULL, false),
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
-    ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text)', NULL, NULL, false),
+    ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text,interval[])', NULL, NULL, false),
     ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),
     ('jobs.with_lease_tokens(jobs.lease[])', NULL, NULL, false),
     ('jobs.extend_leases(bigint[],text,bigint[],uuid[])', NULL, NULL, false),
@@ -56,19 +63,31 @@ INSERT INTO expected_fn VALUES
     ('jobs.configure_leases(boolean,boolean)', 'TABLE(session_role_bound boolean, lease_token_required boolean, updated_at timestamp with time zone)', '{bind_session_role,require_lease_token,session_role_bound,lease_token_required,updated_at}', true),
     ('jobs.raise_lease_lost(text,bigint,text,bigint)', NULL, NULL, false),
     ('jobs.backoff_delay(integer,interval,interval)', NULL, NULL, false),
-    ('jobs.grant_leases(bigint[],text)', NULL, NULL, false),
+    ('jobs.grant_leases(bigint[],text,boolean)', NULL, NULL, false),
     ('jobs.release_dependents(bigint[])', NULL, NULL, false),
     ('jobs.insert_jobs(text,jsonb,bigint,boolean)', NULL, NULL, false),
     ('jobs.metrics(interval)', 'TABLE(kind text, queue text, window_start timestamp with time zone, window_seconds double precision, submitted bigint, started bigint, succeeded bigint, failed bigint, retried bigint, reaped bigint, cancelled bigint, dead_lettered bigint, ended_after_0 bigint, ended_after_1 bigint, ended_after_2 bigint, ended_after_3_plus bigint, wait_p50 double precision, wait_p95 double precision, wait_p99 double precision, run_p50 double precision, run_p95 double precision, run_p99 double precision, latency_p50 double precision, latency_p95 double precision, latency_p99 double precision, slo_latency double precision, slo_target numeric, slo_met bigint, slo_attainment double precision, error_budget_remaining double precision, success_rate double precision, slo_success_target numeric, dead_letter_rate double precision, failure_rate double precision, max_backlog bigint, run_time_budget double precision, max_failure_rate numeric)', '{since,kind,queue,window_start,window_seconds,submitted,started,succeeded,failed,retried,reaped,cancelled,dead_lettered,ended_after_0,ended_after_1,ended_after_2,ended_after_3_plus,wait_p50,wait_p95,wait_p99,run_p50,run_p95,run_p99,latency_p50,latency_p95,latency_p99,slo_latency,slo_target,slo_met,slo_attainment,error_budget_remaining,success_rate,slo_success_target,dead_letter_rate,failure_rate,max_backlog,run_time_budget,max_failure_rate}', true),
     ('jobs.compact_metrics(integer)', 'integer', '{max_rows}', true),
     ('jobs.audit(interval,integer)', 'TABLE(check_name text, violations bigint, example_job_ids bigint[], description text)', '{reaper_interval,examples,check_name,violations,example_job_ids,description}', true),
     ('jobs.queue_depth_counts()', 'TABLE(queue text, kind text, queued_ready bigint, queued_delayed bigint, queued_blocked bigint, processing bigint, processing_expired bigint, enqueue_failed bigint, oldest_ready_age double precision)', '{queue,kind,queued_ready,queued_delayed,queued_blocked,processing,processing_expired,enqueue_failed,oldest_ready_age}', true),
-    ('jobs.list_jobs(text,jobs.status,bigint,integer,text)', 'setof jobs.job', '{kind,status,before_id,max_jobs,queue}', true),
+    ('jobs.list_jobs(text,jobs.status,bigint,integer,text,text)', 'setof jobs.job', '{kind,status,before_id,max_jobs,queue,ordering_key}', true),
     ('jobs.dead_letters(bigint[])', 'TABLE(id bigint, kind text, queue text, error text, retry_count integer, max_retries integer, reason text, finished_at timestamp with time zone)', '{job_ids,id,kind,queue,error,retry_count,max_retries,reason,finished_at}', true),
     ('jobs.tally(text[],text[],boolean[],double precision[],double precision[],double precision[],integer[],bigint[])', NULL, NULL, false),
     ('jobs.histogram_from(integer[],integer[])', NULL, NULL, false),
     ('jobs.merge_metrics(jobs.metric_minute[])', NULL, NULL, false),
+    ('jobs.schedule(text,text,text,jsonb,text,text,boolean)', 'jobs.schedule', '{name,cron,kind,payload,timezone,missed,enabled}', true),
+    ('jobs.unschedule(text)', 'boolean', '{name}', true),
+    ('jobs.schedules()', 'setof jobs.schedule', NULL, true),
+    ('jobs.enqueue_tick(text,timestamp with time zone,timestamp with time zone)', 'TABLE(job_id bigint, created boolean, queue text, run_after timestamp with time zone, signal boolean)', '{name,tick,next_tick,job_id,created,queue,run_after,signal}', true),
+    ('jobs.skip_ticks(text,timestamp with time zone,timestamp with time zone)', 'setof jobs.schedule', '{name,through,next_tick}', true),
     ('jobs.histogram_add(integer[],integer[])', NULL, NULL, false),
+    ('jobs.max_snoozes()', 'integer', NULL, true),
+    ('jobs.snooze(bigint,text,bigint,interval,uuid)', 'jobs.outcome', '{job_id,worker,lease_version,delay,token}', true),
+    ('jobs.snooze_many(bigint[],text,bigint[],interval[],uuid[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,delays,tokens}', true),
+    ('jobs.progress(bigint,text,bigint,jsonb,uuid)', 'jobs.heartbeat', '{job_id,worker,lease_version,progress,token}', true),
+    ('jobs.requeue_failed(bigint[])', NULL, NULL, false),
+    ('jobs.hold_lease(text,bigint,text,bigint,uuid)', NULL, NULL, false),
+    ('jobs.replay_many(text,text,timestamp with time zone,integer)', 'setof jobs.signal', '{kind,error_like,failed_since,max_jobs}', true),
     ('jobs.histogram_quantile(bigint[],double precision)', NULL, NULL, false);
 
 -- Every function in schema jobs, whatever is added later.
@@ -146,13 +165,31 @@ SELECT is_empty($$ SELECT r.rolname, t.rel, p.priv
                       AND has_table_privilege(r.oid, t.rel, p.priv) $$,
                 'style: jobs_producer, jobs_worker, jobs_admin and a fresh role have no privilege on the private relations');
 
+-- the partitions of jobs.event, however many the reaper created: private like their parent.
+SELECT is_empty($$ SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+                    WHERE i.inhparent = 'jobs.event'::regclass
+                      AND c.relname !~ '^event_([0-9]{8}|default)$' $$,
+                'style: the partitions of jobs.event are event_YYYYMMDD and event_default');
+SELECT is_empty($$ SELECT r.rolname, c.oid::regclass, p.priv
+                     FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid, pg_roles AS r,
+                          unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS p(priv)
+                    WHERE i.inhparent = 'jobs.event'::regclass
+                      AND r.rolname IN ('jobs_producer', 'jobs_worker', 'jobs_admin', 'jobs_style_probe')
+                      AND has_table_privilege(r.oid, c.oid, p.priv) $$,
+                'style: jobs_producer, jobs_worker, jobs_admin and a fresh role have no privilege on any partition of jobs.event');
+SELECT is_empty($$ SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+                    WHERE i.inhparent = 'jobs.event'::regclass
+                      AND NOT EXISTS (SELECT 1 FROM pg_inherits AS ii JOIN pg_index AS x ON x.indexrelid = ii.inhrelid
+                                       WHERE ii.inhparent = 'jobs.event_job_idx'::regclass AND x.indrelid = c.oid) $$,
+                'style: every partition of jobs.event carries its piece of event_job_idx (job_id, id)');
+
 -- exactly the expected functions, nothing more, nothing less.
 SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expected_fn $$,
               'style: schema jobs holds exactly the contract functions and the documented internal helpers');
 
 -- each public signature exists (has_function with argument types).
-SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate) exists');
-SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean) exists');
+SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period) exists');
+SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) exists');
 SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
 SELECT has_function('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'style: jobs.mark_enqueue_failed(bigint[]) exists');
@@ -174,8 +211,8 @@ SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigin
 SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
 
 -- return types as in docs/design.md §4.
-SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
-SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean'], 'jobs.job', 'style: submit returns jobs.job');
+SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
+SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
 SELECT function_returns('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'integer', 'style: mark_enqueue_failed returns integer');
@@ -204,10 +241,10 @@ SELECT is_empty($$ SELECT e.signature, p.proargnames
                 'style: every public function has the contract''s parameter names in order');
 
 -- defaults the contract names (omitted arguments).
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean)')),
-          5::smallint, 'style: submit has defaults for everything but kind');
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric)')),
-          13::smallint, 'style: define_type has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer)')),
+          6::smallint, 'style: submit has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval)')),
+          17::smallint, 'style: define_type has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),
           2::smallint, 'style: claim_next defaults queues and max_jobs');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.stale_queued(text,interval,integer)')),
@@ -225,6 +262,8 @@ SELECT t.oid::regtype::text AS type_name,
   FROM pg_type AS t
   JOIN pg_attribute AS a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
  WHERE t.typnamespace = 'jobs'::regnamespace AND t.typtype = 'c'
+   -- a partition's row type is its parent's, not a type of the contract
+   AND NOT EXISTS (SELECT 1 FROM pg_class AS pc WHERE pc.oid = t.typrelid AND pc.relispartition)
  GROUP BY t.oid;
 SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.lease'),
           ARRAY['job_id bigint', 'lease_version bigint', 'kind text', 'queue text', 'payload jsonb', 'attempt integer',
@@ -234,8 +273,8 @@ SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.outcome'),
           ARRAY['job_id bigint', 'accepted boolean', 'status jobs.status', 'run_after timestamp with time zone', 'wake bigint[]'],
           'style: jobs.outcome is (job_id, accepted, status, run_after, wake bigint[])');
 SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.signal'),
-          ARRAY['job_id bigint', 'queue text', 'run_after timestamp with time zone'],
-          'style: jobs.signal is (job_id, queue, run_after)');
+          ARRAY['job_id bigint', 'queue text', 'run_after timestamp with time zone', 'priority smallint'],
+          'style: jobs.signal is (job_id, queue, run_after, priority)');
 SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.heartbeat'),
           ARRAY['alive boolean', 'cancel_requested boolean', 'lease_expires_at timestamp with time zone'],
           'style: jobs.heartbeat is (alive, cancel_requested, lease_expires_at)');
@@ -245,7 +284,9 @@ SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.lease_grant'),
           'style: jobs.lease_grant is jobs.lease''s attributes followed by token uuid');
 SELECT set_eq($$ SELECT type_name FROM type_attrs
                   WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
-                                          'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy') $$,
+                                          'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy', 'jobs.schedule',
+                                          'jobs.queue_pause', 'jobs.queue_pause_log', 'jobs.kind_limit', 'jobs.kind_slot',
+                                          'jobs.event_retention') $$,
               ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat', 'jobs.lease_grant'],
               'style: the standalone composite types are exactly lease, outcome, signal, heartbeat and lease_grant');
 
@@ -268,7 +309,7 @@ SELECT col_type_is('jobs', 'job', 'run_after', 'timestamp with time zone', 'styl
 SELECT columns_are('jobs', 'job_type',
     ARRAY['kind', 'queue', 'lease_timeout', 'timeout', 'max_retries', 'backoff_base', 'backoff_max', 'max_payload_bytes',
           'slo_latency', 'slo_target', 'slo_success', 'max_backlog', 'run_time_budget', 'max_failure_rate',
-          'created_at', 'updated_at'],
+          'priority', 'max_running', 'rate_limit', 'rate_period', 'created_at', 'updated_at'],
     'style: jobs.job_type has the definition columns (plus created_at/updated_at)');
 
 -- the roles.

@@ -2,7 +2,7 @@
 -- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
-SELECT plan(40);
+SELECT plan(41);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -147,6 +147,12 @@ DO $$ BEGIN
     PERFORM jobs.complete(pg_temp.id('child'), 'w1', (SELECT lease_version FROM jobs.claim(pg_temp.id('child'), 'w1')));
 END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('coord')), NULL, 'event_log: waking a coordinator is not a transition -> no event');
+DO $$ BEGIN
+    PERFORM pg_temp.running('sn', 'tc.ev', 'w1');
+    PERFORM pg_temp.mark(pg_temp.id('sn'));
+    PERFORM jobs.snooze(pg_temp.id('sn'), 'w1', 1, interval '1 minute');
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('sn')), '(processing,queued,2,w1,snoozed,)', 'event_log: snooze -> snoozed, lease_version bumped, no error');
 
 -- invariants over every event written here
 SELECT bag_eq($$ SELECT DISTINCT reason FROM jobs.event WHERE job_id IN (SELECT id FROM ids) $$,

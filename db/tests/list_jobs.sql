@@ -1,7 +1,7 @@
 -- pgTAP tests for jobs.list_jobs(kind, status, before_id, max_jobs, queue): keyset pages of jobs,
 -- newest first. Contract: docs/sql-api.md (list_jobs).
 BEGIN;
-SELECT plan(15);
+SELECT plan(18);
 \ir helpers/lease_helpers.psql
 
 DO $$ BEGIN
@@ -39,6 +39,19 @@ SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(queue => 'tl-other', status => 'qu
 SELECT is((SELECT count(*) FROM jobs.list_jobs(queue => 'default', kind => 'tl.c')), 0::bigint,
           'list_jobs: queue and kind together (tl.c is not in default)');
 SELECT is((SELECT count(*) FROM jobs.list_jobs(kind => 'tl.nosuch')), 0::bigint, 'list_jobs: an unknown kind is an empty page');
+DO $$ BEGIN
+    PERFORM pg_temp.job('k1', 'tl.a', '{}', NULL, 'acct-1');
+    PERFORM pg_temp.running('k2', 'tl.a', 'w1');
+    UPDATE jobs.job SET ordering_key = 'acct-1' WHERE id = pg_temp.id('k2');
+    PERFORM jobs.complete(pg_temp.id('k2'), 'w1', 1, '{}');
+    PERFORM pg_temp.job('k3', 'tl.a', '{}', NULL, 'acct-2');
+END $$;
+SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(ordering_key => 'acct-1')), ARRAY[pg_temp.id('k2'), pg_temp.id('k1')],
+          'list_jobs: one ordering key, every status, newest first');
+SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(ordering_key => 'acct-1', status => 'done')), ARRAY[pg_temp.id('k2')],
+          'list_jobs: ordering key and status together');
+SELECT is(ARRAY(SELECT id FROM jobs.list_jobs(ordering_key => 'acct-1', before_id => pg_temp.id('k2'))), ARRAY[pg_temp.id('k1')],
+          'list_jobs: ordering key pages by before_id');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.list_jobs(max_jobs => 0) $$), '22023 jobs.list_jobs hint=true', 'list_jobs: max_jobs 0 -> 22023');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.list_jobs(max_jobs => 1001) $$), '22023 jobs.list_jobs hint=true', 'list_jobs: max_jobs 1001 -> 22023');
 

@@ -13,7 +13,7 @@ DO $$ BEGIN
     INSERT INTO ids SELECT 'coord', (jobs.fan_out('[{"kind": "tc.sig"}]', '{"kind": "tc.sig"}')).id;
 END $$;
 
-SELECT results_eq($$ SELECT * FROM jobs.signals(ARRAY[pg_temp.id('later'), pg_temp.id('due'), pg_temp.id('busy'), pg_temp.id('coord'), -1, pg_temp.id('due')]) $$,
+SELECT results_eq($$ SELECT job_id, queue, run_after FROM jobs.signals(ARRAY[pg_temp.id('later'), pg_temp.id('due'), pg_temp.id('busy'), pg_temp.id('coord'), -1, pg_temp.id('due')]) $$,
     $$ VALUES (pg_temp.id('due'), 'tc.sig.q'::text, now()), (pg_temp.id('later'), 'tc.sig.q'::text, now() + interval '1 hour') $$,
     'signals: queued jobs without pending children, by id, once each; running, waiting coordinators and unknown ids left out');
 SELECT is_empty($$ SELECT * FROM jobs.signals('{}') $$, 'signals: no ids -> zero rows');

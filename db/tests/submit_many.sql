@@ -78,8 +78,8 @@ SELECT throws_like($$ SELECT * FROM jobs.submit_many('[{"kind": "sm_small", "pay
                    '%specs[1]%', 'submit_many: ... the JB004 error names specs[1]');
 SELECT throws_ok($$ SELECT * FROM jobs.submit_many('[{"kind": "sm_a", "payolad": {}}]') $$,
                  '22023', NULL, 'submit_many: an unknown key (typo payolad) -> 22023');
-SELECT throws_like($$ SELECT * FROM jobs.submit_many('[{"kind": "sm_a"}, {"kind": "sm_a", "priority": 1}]') $$,
-                   '%specs[1]%priority%', 'submit_many: the unknown-key error names specs[1] and the key');
+SELECT throws_like($$ SELECT * FROM jobs.submit_many('[{"kind": "sm_a"}, {"kind": "sm_a", "urgency": 1}]') $$,
+                   '%specs[1]%urgency%', 'submit_many: the unknown-key error names specs[1] and the key');
 SELECT throws_ok($$ SELECT * FROM jobs.submit_many('[{"kind": "sm_a"}, 42]') $$, '22023', NULL,
                  'submit_many: an element that is not an object -> 22023');
 SELECT throws_like($$ SELECT * FROM jobs.submit_many('[{"kind": "sm_a"}, 42]') $$, '%specs[1]%',

@@ -12,20 +12,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
 import psycopg
 import redis
-import redis.asyncio as aioredis
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from . import log as jlog
-from . import rows, sql
+from . import redis_urls, rows, sql
 from .client import Client
-from .db import _CHECK_AFTER_IDLE_SECONDS
+from .db import _CHECK_AFTER_IDLE_SECONDS, connect_kwargs
 from .errors import translate
 from .transport import fill_pipeline
 
@@ -73,9 +72,9 @@ class AsyncClient:
                  timeout: float = 10.0, name: str = "jobfence-client"):
         self.pool = AsyncConnectionPool(
             database_url, min_size=1, max_size=pool_size, open=False, timeout=timeout,
-            kwargs={"autocommit": True, "application_name": name},
+            kwargs=connect_kwargs(name),
             check=_check_if_idle, reset=_stamp_returned)
-        self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=5.0,
+        self.redis = redis_urls.connect_async(redis_url, socket_timeout=5.0,
                                              socket_connect_timeout=2.0)
 
     async def __aenter__(self) -> "AsyncClient":
@@ -102,28 +101,31 @@ class AsyncClient:
                 raise mapped from exc
 
     async def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
-                     run_after: datetime | None = None, ordering_key: str | None = None) -> int:
+                     run_after: datetime | None = None, ordering_key: str | None = None,
+                     priority: int | None = None) -> int:
         (job,) = await self._all(sql.SUBMIT, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "notify": False}, rows.JOB)
+            "ordering_key": ordering_key, "notify": False, "priority": priority}, rows.JOB)
         await self._signal([job])
         return job.id
 
     async def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
         submitted = await self._all(sql.SUBMIT_MANY_SIGNALS,
                                     {"specs": Jsonb([Client._normalise(s) for s in specs])}, tuple_row)
-        await self._push([(job_id, queue, due) for job_id, queue, due, waits in submitted if waits])
+        await self._push([(job_id, queue, due, priority)
+                          for job_id, queue, due, waits, priority in submitted if waits])
         return [row[0] for row in submitted]
 
     async def submit_job(self, kind: str, payload: Any = None, *,
                          idempotency_key: str | None = None, run_after: datetime | None = None,
-                         ordering_key: str | None = None) -> tuple[Submitted, bool]:
+                         ordering_key: str | None = None,
+                         priority: int | None = None) -> tuple[Submitted, bool]:
         """``submit`` answering (the job, whether its signal reached Redis)."""
         found = await self._all(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key}, rows.JOB)
+            "ordering_key": ordering_key, "priority": priority}, rows.JOB)
         submitted = _with_created(found)
         enqueued = await self._signal([s.job for s in submitted])
         return _parked(submitted, enqueued)[0], enqueued
@@ -165,10 +167,12 @@ class AsyncClient:
 
     async def list_jobs(self, *, kind: str | None = None, status: str | None = None,
                         before_id: int | None = None, max_jobs: int = 100,
-                        queue: str | None = None) -> list[rows.Job]:
+                        queue: str | None = None,
+                        ordering_key: str | None = None) -> list[rows.Job]:
         return await self._all(sql.LIST_JOBS, {"kind": kind, "status": status,
                                                "before_id": before_id, "max_jobs": max_jobs,
-                                               "queue": queue}, rows.JOB)
+                                               "queue": queue, "ordering_key": ordering_key},
+                               rows.JOB)
 
     async def queue_depth(self) -> list[dict]:
         return await self._all(sql.QUEUE_DEPTH, None)
@@ -188,14 +192,37 @@ class AsyncClient:
         replayed = bool(found["replayed"])
         return replayed, (await self._signal_ids([job_id])) if replayed else True
 
+    async def replay_many(self, kind: str | None, *, error_like: str | None = None,
+                          failed_since=None, max_jobs: int = 1000) -> tuple[list[int], bool]:
+        """``jobs.replay_many``, then push what it re-queued: (ids, pushed)."""
+        found = await self._all(sql.REPLAY_MANY, {"kind": kind, "error_like": error_like,
+                                                  "failed_since": failed_since,
+                                                  "max_jobs": max_jobs}, rows.SIGNAL)
+        ids = [s.job_id for s in found]
+        return ids, (await self._signal_ids(ids)) if ids else True
+
+    async def pause(self, queue: str) -> bool:
+        """``jobs.pause``: True if the queue was running."""
+        (found,) = await self._all(sql.PAUSE, {"queue": queue})
+        return bool(found["changed"])
+
+    async def resume(self, queue: str, batch: int = 10_000) -> tuple[bool, int, bool]:
+        """``jobs.resume``, then signal up to ``batch`` of the queue's claimable jobs, as
+        ``Client.resume``: (whether it was paused, jobs signalled, whether the push worked)."""
+        (found,) = await self._all(sql.RESUME, {"queue": queue})
+        waiting = await self._all(sql.STALE_QUEUED, {"queue": queue, "older_than": timedelta(0),
+                                                     "max_jobs": batch}, rows.SIGNAL)
+        pushed = await self._push([s.push_tuple() for s in waiting])
+        return bool(found["changed"]), len(waiting), pushed
+
     async def _signal_ids(self, job_ids: Sequence[int]) -> bool:
         if not job_ids:
             return True
         found = await self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, rows.SIGNAL)
-        return await self._push([(s.job_id, s.queue, s.run_after) for s in found])
+        return await self._push([s.push_tuple() for s in found])
 
     async def _signal(self, jobs: Iterable[rows.Job]) -> bool:
-        return await self._push([(j.id, j.queue, j.run_after) for j in jobs
+        return await self._push([(j.id, j.queue, j.run_after, j.priority) for j in jobs
                                  if j.status == "queued" and not (j.pending_children or 0)])
 
     async def _push(self, todo: list) -> bool:
@@ -209,7 +236,7 @@ class AsyncClient:
             await pipe.execute()
             return True
         except (redis.RedisError, OSError) as exc:
-            ids = [job_id for job_id, _, _ in todo]
+            ids = [signal[0] for signal in todo]
             await self._all(sql.MARK_ENQUEUE_FAILED, {"job_ids": ids})
             jlog.event(logger, logging.WARNING, "enqueue_failed",
                        "Redis push failed after commit; parked as enqueue_failed for the reaper",

@@ -36,6 +36,18 @@ class Task:
 EXECUTORS = ("thread", "async", "process")
 
 
+@dataclass
+class Periodic:
+    """A schedule the app declares (``@app.periodic``), upserted with ``jobs.schedule``."""
+
+    name: str
+    cron: str
+    kind: str
+    payload: dict = field(default_factory=dict)
+    timezone: str = "UTC"
+    missed: str = "once"
+
+
 class App:
     """A set of task kinds and their handlers.
 
@@ -50,6 +62,7 @@ class App:
         self.default_queue = queue
         self.tasks: dict[str, Task] = {}
         self.start_hooks: list[Callable[[psycopg.Connection], None]] = []
+        self.periodics: dict[str, Periodic] = {}
 
     def on_start(self, hook: Callable[[psycopg.Connection], None]):
         """Register ``hook(conn)``, run by each worker after declaring the kinds (e.g. to
@@ -67,6 +80,8 @@ class App:
              slo_success: float | None = None, max_backlog: int | None = None,
              run_time_budget: float | timedelta | None = None,
              max_failure_rate: float | None = None,
+             priority: int | None = None, max_running: int | None = None,
+             rate_limit: int | None = None, rate_period: float | timedelta | None = None,
              transactional: bool = False,
              executor: str | None = None) -> Callable[[Handler], Handler]:
         """Declare a kind and register its handler ``handler(job_id, payload, ctx)``.
@@ -75,6 +90,11 @@ class App:
         30 s, 3 retries, ...). ``transactional=True`` gives the handler ``ctx.tx``, a
         connection inside the transaction in which the worker then calls ``jobs.complete``:
         a rejected completion (JB001) rolls the handler's writes back with it.
+
+        ``priority`` (0, the default, runs first; up to 9) is the kind's default, which a
+        submit may override. ``max_running`` bounds the kind's running jobs across every
+        worker, and ``rate_limit`` per ``rate_period`` (seconds) its claims; left out, the
+        kind is unlimited.
 
         ``executor`` says where the handler runs: ``"thread"`` (default for plain functions),
         ``"async"`` (default for ``async def``: many in flight on the worker's event loop) or
@@ -90,7 +110,8 @@ class App:
             max_payload_bytes=max_payload_bytes, slo_latency=slo_latency,
             slo_target=slo_target, slo_success=slo_success, max_backlog=max_backlog,
             run_time_budget=run_time_budget,
-            max_failure_rate=max_failure_rate).items() if v is not None}
+            max_failure_rate=max_failure_rate, priority=priority, max_running=max_running,
+            rate_limit=rate_limit, rate_period=rate_period).items() if v is not None}
         options["queue"] = queue or self.default_queue
 
         def register(handler: Handler) -> Handler:
@@ -113,6 +134,62 @@ class App:
 
         return register
 
+    def periodic(self, cron: str, *, name: str | None = None, payload: dict | None = None,
+                 timezone: str = "UTC", missed: str = "once",
+                 kind: str | None = None) -> Callable[[Handler], Handler]:
+        """Run a kind on a cron schedule: a job with ``payload`` at every tick of ``cron``
+        (5 fields, or 6 with seconds first) in ``timezone``. Put it above ``@app.task`` to
+        schedule that kind; alone, it declares a kind named ``kind`` (default: the
+        function's name) with the default options. ``name`` (default: the kind) names the
+        schedule; ``missed`` says what runs after downtime: ``"once"`` (the latest missed
+        tick) or ``"skip"`` (nothing until the next tick). Workers upsert the schedules at
+        start, with the kinds (docs/python.md, "Periodic jobs")."""
+        from .schedules import NAME, check
+
+        cron = check(cron, timezone, missed)
+
+        def register(handler: Handler) -> Handler:
+            scheduled = next((t.kind for t in self.tasks.values() if t.handler is handler), None)
+            if scheduled is None:
+                scheduled = kind or handler.__name__
+                self.task(scheduled)(handler)
+            elif kind is not None and kind != scheduled:
+                raise ValueError(f"@app.periodic(kind={kind!r}) sits on the handler of kind "
+                                 f"{scheduled!r}: drop kind= or make them agree")
+            schedule = name or scheduled
+            if not NAME.fullmatch(schedule):
+                raise ValueError(f"schedule name {schedule!r} is malformed: 1-128 of A-Z a-z "
+                                 "0-9 _ . : / - starting with a letter or digit")
+            if schedule in self.periodics:
+                raise ValueError(f"schedule {schedule!r} is already declared: give the "
+                                 "second one its own name=")
+            self.periodics[schedule] = Periodic(schedule, cron, scheduled, dict(payload or {}),
+                                                timezone, missed)
+            return handler
+
+        return register
+
+    def declare_schedules(self, db, *, refused_ok: bool = False) -> list[str]:
+        """``jobs.schedule`` for every ``@app.periodic``; returns the names stored. An
+        operator's disable is kept (enabled is not passed), and schedules the app no longer
+        declares are left alone: ``jobfence unschedule NAME`` removes one."""
+        from .schedules import define
+
+        stored = []
+        for p in self.periodics.values():
+            try:
+                define(db, p.name, p.cron, p.kind, p.payload, timezone_name=p.timezone,
+                       missed=p.missed)
+            except psycopg.errors.InsufficientPrivilege:
+                if not refused_ok:
+                    raise
+                log.warning("not allowed to declare schedule %s; assuming an administrator "
+                            "did", p.name, extra={"event": "declare_skipped",
+                                                  "fields": {"schedule": p.name}})
+                continue
+            stored.append(p.name)
+        return stored
+
     @property
     def queues(self) -> list[str]:
         return sorted({t.queue for t in self.tasks.values()})
@@ -130,6 +207,7 @@ class App:
                 log.warning("not allowed to declare kind %s; assuming an administrator did",
                             task.kind, extra={"event": "declare_skipped",
                                               "fields": {"kind": task.kind}})
+        self.declare_schedules(db, refused_ok=True)
         for hook in self.start_hooks:
             with db.connection() as conn:
                 hook(conn)
@@ -143,7 +221,8 @@ class Context:
     """What a handler gets besides its job id and payload."""
 
     def __init__(self, lease: Lease, worker: str, logger: logging.LoggerAdapter,
-                 tx_factory: Callable[[], psycopg.Connection] | None = None):
+                 tx_factory: Callable[[], psycopg.Connection] | None = None,
+                 progress: Callable[[Lease, Any], Any] | None = None):
         self.lease = lease
         self.job_id = lease.job_id
         self.kind = lease.kind
@@ -158,6 +237,7 @@ class Context:
         self._on_cancel: Callable[[], None] | None = None
         self._tx_factory = tx_factory
         self._tx: psycopg.Connection | None = None
+        self._progress = progress
 
     # -- cancellation ---------------------------------------------------------------------
     def cancelled(self) -> bool:
@@ -200,6 +280,24 @@ class Context:
             hook = self._on_cancel
             if hook is not None:
                 hook()
+
+    # -- progress -------------------------------------------------------------------------
+    def progress(self, value: Any) -> None:
+        """Say how far the job got (any JSON value up to 64 KiB), for ``jobs.get``,
+        ``jobfence status`` and the dashboard: one round trip (``jobs.progress``), which also
+        extends the lease. Raises ``LeaseLost`` once the lease is no longer this worker's."""
+        if self._progress is None:
+            raise RuntimeError("ctx.progress needs the worker's connection: it is not available "
+                               "to handlers of the process executor")
+        beat = self._progress(self.lease, value)
+        if beat.cancel_requested:
+            self._cancel("cancel_requested")
+
+    async def aprogress(self, value: Any) -> None:
+        """``progress`` for async handlers, off the event loop."""
+        import asyncio
+
+        await asyncio.to_thread(self.progress, value)
 
     # -- transactional kinds --------------------------------------------------------------
     @property

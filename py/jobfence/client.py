@@ -47,30 +47,37 @@ class Client:
 
     # -- producing ------------------------------------------------------------------------
     def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
-               run_after: datetime | None = None, ordering_key: str | None = None) -> int:
+               run_after: datetime | None = None, ordering_key: str | None = None,
+               priority: int | None = None) -> int:
+        """``priority``: 0 (runs first) to 9; None takes the kind's (docs/python.md)."""
         job = self.db.submit(kind, payload, idempotency_key=idempotency_key,
-                             run_after=run_after, ordering_key=ordering_key, notify=False)
+                             run_after=run_after, ordering_key=ordering_key, notify=False,
+                             priority=priority)
         self._signal([job])
         return job.id
 
     def submit_job(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                    run_after: datetime | None = None,
-                   ordering_key: str | None = None) -> tuple[int, bool]:
+                   ordering_key: str | None = None,
+                   priority: int | None = None) -> tuple[int, bool]:
         """``submit`` answering (id, created): created is false when ``idempotency_key``
         named an existing job, which is then returned as it is (and signalled only if it
         still waits for one)."""
         job, created = self.db.submit_created(kind, payload, idempotency_key=idempotency_key,
-                                              run_after=run_after, ordering_key=ordering_key)
+                                              run_after=run_after, ordering_key=ordering_key,
+                                              priority=priority)
         self._signal([job])
         return job.id, created
 
     def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
         """Submit many jobs in one transaction: each spec is a dict with ``kind`` and
-        optionally ``payload``, ``idempotency_key``, ``run_after``, ``ordering_key`` — or a
+        optionally ``payload``, ``idempotency_key``, ``run_after``, ``ordering_key``,
+        ``priority`` — or a
         ``(kind, payload)`` tuple. Returns ids in spec order."""
         submitted = self.db.submit_many_signals([self._normalise(s) for s in specs])
         # An idempotent repeat may be a finished job; a coordinator waits for its children.
-        self._push([(job_id, queue, due) for job_id, queue, due, waits in submitted if waits])
+        self._push([(job_id, queue, due, priority)
+                    for job_id, queue, due, waits, priority in submitted if waits])
         return [row[0] for row in submitted]
 
     def fan_out(self, children: Sequence[dict | tuple], then: dict | tuple) -> int:
@@ -96,22 +103,22 @@ class Client:
     def _signal(self, jobs: Iterable[Job]) -> None:
         # Only queued jobs are worth a signal: an idempotent repeat may return a finished
         # job, and a fan-in coordinator is woken by its last child instead.
-        self._push([(j.id, j.queue, j.run_after) for j in jobs
+        self._push([(j.id, j.queue, j.run_after, j.priority) for j in jobs
                     if j is not None and j.status == "queued" and not (j.pending_children or 0)])
 
     def _signal_ids(self, job_ids: Sequence[int]) -> None:
         """Push those of ``job_ids`` that wait for a signal. ``jobs.signals`` applies the same
         rule as ``_signal`` in PostgreSQL, for any number of ids in one round trip."""
-        self._push([(s.job_id, s.queue, s.run_after) for s in self.db.signals(job_ids)])
+        self._push([s.push_tuple() for s in self.db.signals(job_ids)])
 
-    def _push(self, todo: list[tuple[int, str, datetime | None]]) -> None:
+    def _push(self, todo: list[tuple]) -> None:
         """One Redis pipeline for the whole batch; on failure park it for the reaper."""
         if not todo:
             return
         try:
             self.transport.push(todo)
         except redis.RedisError as exc:
-            ids = [job_id for job_id, _, _ in todo]
+            ids = [signal[0] for signal in todo]
             marked = self.db.mark_enqueue_failed(ids)
             jlog.event(logger, logging.WARNING, "enqueue_failed",
                        "Redis push failed after commit; parked as enqueue_failed for the reaper",
@@ -140,9 +147,62 @@ class Client:
             self._signal_ids([job_id])
         return replayed
 
+    def replay_many(self, kind: str | None, *, error_like: str | None = None,
+                    failed_since: datetime | None = None, max_jobs: int = 1000) -> list[int]:
+        """Bulk dead-letter re-drive (``jobs.replay_many``, one transaction): up to
+        ``max_jobs`` failed jobs of ``kind`` (None: every kind) whose error matches the LIKE
+        pattern ``error_like`` and that failed at or after ``failed_since``, oldest failure
+        first. Returns the re-queued ids, which are pushed here; call again for the rest."""
+        requeued = self.db.replay_many(kind, error_like=error_like, failed_since=failed_since,
+                                       max_jobs=max_jobs)
+        ids = [s.job_id for s in requeued]
+        if ids:
+            self._signal_ids(ids)
+        return ids
+
+    # -- paused queues (docs/python.md) -----------------------------------------------------
+    def pause(self, queue: str) -> bool:
+        """Stop claims of ``queue``'s jobs (those running go on); True if it was running."""
+        return self.db.pause(queue)
+
+    def resume(self, queue: str, batch: int = 10_000) -> tuple[bool, int]:
+        """Let ``queue``'s jobs be claimed again and signal up to ``batch`` of them at once
+        (oldest first, each into its priority's band): ids popped in the moment before the workers saw the pause were
+        refused and dropped. Returns (whether it was paused, jobs signalled). Anything not
+        signalled here, or a lost push, the reaper's sweep signals once the lists drain."""
+        changed = self.db.resume(queue)
+        found = self.db.stale_queued(queue, 0.0, batch)
+        self._push([s.push_tuple() for s in found])
+        return changed, len(found)
+
     def _wake(self, wake: Sequence[int] | None) -> None:
         if wake:
             self._signal_ids(wake)
+
+    # -- periodic jobs (docs/python.md, "Periodic jobs") ----------------------------------
+    def schedule(self, name: str, cron: str, kind: str, payload: Any = None, *,
+                 timezone: str = "UTC", missed: str = "once",
+                 enabled: bool | None = None) -> dict:
+        """Create or replace a periodic job (``jobs.schedule``); returns its row, with
+        ``created``. The cron text is parsed here first: a bad one raises
+        ``schedules.ScheduleError`` (a ValueError) before PostgreSQL is asked. ``enabled``
+        None keeps the stored value (true for a new schedule)."""
+        from . import schedules
+
+        return schedules.define(self.db, name, cron, kind, payload, timezone_name=timezone,
+                                missed=missed, enabled=enabled)
+
+    def unschedule(self, name: str) -> bool:
+        """Delete a periodic job: False when there was none. Its jobs stay."""
+        from . import schedules
+
+        return schedules.remove(self.db, name)
+
+    def schedules(self) -> list[dict]:
+        """Every periodic job by name, with ``last_tick``, ``last_job_id`` and ``next_tick``."""
+        from . import schedules
+
+        return schedules.listing(self.db)
 
     def status_counts(self, job_ids: Sequence[int]) -> dict[str, int]:
         return self.db.status_counts(job_ids)

@@ -9,6 +9,7 @@ so the processes can back off and retry.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, Sequence
@@ -31,7 +32,7 @@ def _seconds(value: float | timedelta | None) -> timedelta | None:
 
 def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
           run_after: datetime | None = None, ordering_key: str | None = None,
-          notify: bool = False) -> dict:
+          notify: bool = False, priority: int | None = None) -> dict:
     spec: dict[str, Any] = {"kind": kind, "payload": {} if payload is None else payload,
                             "notify": notify}
     if idempotency_key is not None:
@@ -40,6 +41,8 @@ def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
         spec["run_after"] = run_after.isoformat()
     if ordering_key is not None:
         spec["ordering_key"] = ordering_key
+    if priority is not None:
+        spec["priority"] = priority
     return spec
 
 
@@ -72,6 +75,53 @@ def _fail_many_params(items: Sequence[tuple[int, int, str, bool]], worker: str) 
             "retryable": [bool(i[3]) for i in items]}
 
 
+# Connections that go through a transaction-mode pooler (PgBouncer pool_mode = transaction)
+# may land on another server session for every transaction: nothing may live in the session
+# (docs/scaling.md, "Through PgBouncer").
+POOLER_ENV = "JOBFENCE_DATABASE_POOLER"
+POOLERS = ("none", "transaction")
+
+
+def pooler() -> str:
+    """``JOBFENCE_DATABASE_POOLER``: ``none`` (the default: direct connections) or
+    ``transaction``. Raises InvalidPooler for anything else."""
+    value = os.environ.get(POOLER_ENV, "").strip().lower() or "none"
+    if value not in POOLERS:
+        raise InvalidPooler(f"{POOLER_ENV}={value!r}: expected one of {', '.join(POOLERS)}")
+    return value
+
+
+class InvalidPooler(ValueError):
+    """A pooler setting the drivers do not know: a usage error."""
+
+
+def connect_kwargs(name: str, statement_timeout: float | None = None) -> dict[str, Any]:
+    """Connection arguments for every pool of the drivers. Behind a transaction pooler:
+    no server-side prepared statements (psycopg prepares a statement it ran five times, on
+    one server session, which the next transaction may not reach) and no startup options
+    (PgBouncer refuses them), so a statement timeout is set per transaction instead
+    (``Database``)."""
+    kwargs: dict[str, Any] = {"autocommit": True, "application_name": name}
+    if pooler() == "transaction":
+        kwargs["prepare_threshold"] = None
+    elif statement_timeout is not None:
+        kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
+    return kwargs
+
+
+def listen_url(database_url: str, listen_database_url: str | None, who: str) -> str:
+    """The URL a LISTENing connection uses: LISTEN keeps a session, which a transaction
+    pooler does not give, so behind one a direct URL is required."""
+    if listen_database_url:
+        check_database_url(listen_database_url)
+        return listen_database_url
+    if pooler() == "transaction":
+        raise InvalidPooler(f"{who} LISTENs, which needs a session of its own: with "
+                            f"{POOLER_ENV}=transaction give it a direct connection with "
+                            "JOBFENCE_LISTEN_DATABASE_URL (or --listen-database-url)")
+    return database_url
+
+
 class InvalidDatabaseUrl(ValueError):
     """A database URL libpq cannot parse: a usage error, never worth a retry."""
 
@@ -100,11 +150,12 @@ class Database:
         check_database_url(url)
         self.url = url
         self.name = name
-        kwargs: dict[str, Any] = {"autocommit": True, "application_name": name}
-        if statement_timeout is not None:
-            # A bound on every statement of this pool: a lease keeper must never wait on a
-            # lock for longer than the leases it keeps alive.
-            kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
+        # A bound on every statement of this pool: a lease keeper must never wait on a lock
+        # for longer than the leases it keeps alive.
+        kwargs = connect_kwargs(name, statement_timeout)
+        self._local_timeout_ms = (int(statement_timeout * 1000)
+                                  if statement_timeout is not None and "options" not in kwargs
+                                  else None)
         self.pool = ConnectionPool(
             url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=timeout,
             kwargs=kwargs,
@@ -156,7 +207,13 @@ class Database:
 
     def _all(self, query, params: dict | None = None, row_factory=dict_row) -> list:
         with self.connection() as conn:
-            return self.run(conn, query, params, row_factory)
+            if self._local_timeout_ms is None:
+                return self.run(conn, query, params, row_factory)
+            # Behind a transaction pooler the bound lives in the statement's own transaction,
+            # sent with it in one round trip.
+            with conn.pipeline(), conn.transaction():
+                conn.execute(sql.SET_LOCAL_STATEMENT_TIMEOUT.format(ms=int(self._local_timeout_ms)))
+                return self.run(conn, query, params, row_factory)
 
     def _one(self, query, params: dict | None = None, row_factory=dict_row):
         found = self._all(query, params, row_factory)
@@ -165,29 +222,30 @@ class Database:
     # -- producer -------------------------------------------------------------------------
     def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                run_after: datetime | None = None, ordering_key: str | None = None,
-               notify: bool = False) -> rows.Job:
+               notify: bool = False, priority: int | None = None) -> rows.Job:
         return self._one(sql.SUBMIT, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "notify": notify}, rows.JOB)
+            "ordering_key": ordering_key, "notify": notify, "priority": priority}, rows.JOB)
 
     def submit_created(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                        run_after: datetime | None = None,
-                       ordering_key: str | None = None) -> tuple[rows.Job, bool]:
+                       ordering_key: str | None = None,
+                       priority: int | None = None) -> tuple[rows.Job, bool]:
         """``submit(notify => false)`` answering (the job, whether this call created it):
         false for an idempotent repeat of an earlier submit."""
         job = self._one(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key}, rows.JOB)
+            "ordering_key": ordering_key, "priority": priority}, rows.JOB)
         return rows.split_created(job)
 
     def submit_many(self, specs: Sequence[dict]) -> list[rows.Job]:
         return self._all(sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)
 
-    def submit_many_signals(self, specs: Sequence[dict]) -> list[tuple[int, str, datetime, bool]]:
-        """``submit_many`` answering, in spec order, (id, queue, run_after, waits_for_signal)
-        only: what a producer pushes, without decoding whole job rows."""
+    def submit_many_signals(self, specs: Sequence[dict]) -> list[tuple[int, str, datetime, bool, int]]:
+        """``submit_many`` answering, in spec order, (id, queue, run_after, waits_for_signal,
+        priority) only: what a producer pushes, without decoding whole job rows."""
         return self._all(sql.SUBMIT_MANY_SIGNALS, {"specs": Jsonb(list(specs))}, tuple_row)
 
     def fan_out(self, children: Sequence[dict], then_spec: dict) -> rows.Job:
@@ -203,7 +261,8 @@ class Database:
         params = {"kind": kind}
         for name, value in options.items():
             params[name] = _seconds(value) if name in (
-                "lease_timeout", "timeout", "backoff_base", "backoff_max", "slo_latency", "run_time_budget") else value
+                "lease_timeout", "timeout", "backoff_base", "backoff_max", "slo_latency", "run_time_budget",
+                "rate_period") else value
         return self._one(sql.define_type(options), params)
 
     # -- worker ---------------------------------------------------------------------------
@@ -263,6 +322,25 @@ class Database:
     def queues(self) -> list[str]:
         return [r["queue"] for r in self._all(sql.QUEUES)]
 
+    def held_back(self, job_ids: Sequence[int]) -> list[rows.Signal]:
+        """Of ``job_ids``, those a kind's global limit kept from being claimed, with when to
+        push them again (``jobs.held_back``)."""
+        if not job_ids:
+            return []
+        return self._all(sql.HELD_BACK, {"job_ids": list(job_ids)}, rows.SIGNAL)
+
+    # -- paused queues --------------------------------------------------------------------
+    def pause(self, queue: str) -> bool:
+        """``jobs.pause``: True if the queue was running."""
+        return bool(self._one(sql.PAUSE, {"queue": queue})["changed"])
+
+    def resume(self, queue: str) -> bool:
+        """``jobs.resume``: True if the queue was paused. The caller signals its jobs."""
+        return bool(self._one(sql.RESUME, {"queue": queue})["changed"])
+
+    def paused_queues(self) -> list[dict]:
+        return self._all(sql.PAUSED_QUEUES)
+
     def types(self) -> dict[str, dict]:
         return {r["kind"]: r for r in self._all(sql.TYPES)}
 
@@ -279,10 +357,11 @@ class Database:
 
     def list_jobs(self, *, kind: str | None = None, status: str | None = None,
                   before_id: int | None = None, max_jobs: int = 100,
-                  queue: str | None = None) -> list[rows.Job]:
+                  queue: str | None = None, ordering_key: str | None = None) -> list[rows.Job]:
         """Jobs newest first; page on with ``before_id`` = the last id of the previous page."""
         return self._all(sql.LIST_JOBS, {"kind": kind, "status": status, "before_id": before_id,
-                                         "max_jobs": max_jobs, "queue": queue}, rows.JOB)
+                                         "max_jobs": max_jobs, "queue": queue,
+                                         "ordering_key": ordering_key}, rows.JOB)
 
     def events(self, job_id: int) -> list[rows.Event]:
         return self._all(sql.EVENTS, {"job_id": job_id}, rows.EVENT)
@@ -295,6 +374,13 @@ class Database:
 
     def replay(self, job_id: int) -> bool:
         return bool(self._one(sql.REPLAY, {"job_id": job_id})["replayed"])
+
+    def replay_many(self, kind: str | None, *, error_like: str | None = None,
+                    failed_since: datetime | None = None, max_jobs: int = 1000) -> list[rows.Signal]:
+        """``jobs.replay_many``: the re-queued jobs, to signal."""
+        return self._all(sql.REPLAY_MANY, {"kind": kind, "error_like": error_like,
+                                           "failed_since": failed_since, "max_jobs": max_jobs},
+                         rows.SIGNAL)
 
     # -- observability (docs/observability.md) ----------------------------------------------
     def queue_depth(self) -> list[dict]:
@@ -312,11 +398,26 @@ class Database:
                                      "examples": examples})
 
     def prune(self, older_than: float | timedelta, max_jobs: int | None = 5000) -> int:
-        """``jobs.prune``: delete terminal jobs (and their events) finished before
-        ``older_than``, at most ``max_jobs`` per call, each call its own transaction."""
+        """``jobs.prune``: delete terminal jobs finished before ``older_than``, at most
+        ``max_jobs`` per call, each call its own transaction (their events go with their
+        day partitions: ``drop_event_partitions``)."""
         if not isinstance(older_than, timedelta):
             older_than = timedelta(seconds=older_than)
         return int(self._one(sql.PRUNE, {"older_than": older_than, "max_jobs": max_jobs})["pruned"])
+
+    def create_event_partitions(self, ahead: float | timedelta = 3 * 86400.0) -> int:
+        """``jobs.create_event_partitions``: the day partitions of jobs.event from today
+        through ``ahead``; returns how many were missing (the reaper, every minute)."""
+        if not isinstance(ahead, timedelta):
+            ahead = timedelta(seconds=ahead)
+        return int(self._one(sql.CREATE_EVENT_PARTITIONS, {"ahead": ahead})["created"])
+
+    def drop_event_partitions(self, older_than: float | timedelta) -> int:
+        """``jobs.drop_event_partitions``: drop the day partitions of jobs.event entirely
+        older than ``older_than`` that no remaining job has events in; returns how many."""
+        if not isinstance(older_than, timedelta):
+            older_than = timedelta(seconds=older_than)
+        return int(self._one(sql.DROP_EVENT_PARTITIONS, {"older_than": older_than})["dropped"])
 
     def compact_metrics(self, max_rows: int = 10_000) -> int:
         """Fold closed minutes' shards of the rollup (the reaper, every tick)."""

@@ -80,6 +80,23 @@ class Cancelled(Exception):
     """Raised by ``Context.raise_if_cancelled`` once the job was cancelled or timed out."""
 
 
+class Snooze(Exception):
+    """Raise from a handler for "not now": the job goes back to ``queued`` and runs again
+    after ``seconds`` (0 to 30 days), without spending its retry budget (``jobs.snooze``).
+    A job may snooze ``jobs.max_snoozes()`` times; the next snooze fails it."""
+
+    def __init__(self, seconds: float):
+        seconds = float(seconds)
+        if not 0 <= seconds <= MAX_SNOOZE_SECONDS:
+            raise ValueError(f"Snooze({seconds!r}): the delay must be 0 to {MAX_SNOOZE_SECONDS} seconds (30 days)")
+        super().__init__(f"snoozed for {seconds:g}s")
+        self.seconds = seconds
+
+
+# jobs.snooze's bound: a later time is a new job with run_after.
+MAX_SNOOZE_SECONDS = 30 * 86400
+
+
 def translate(exc: psycopg.Error) -> JobfenceError | psycopg.Error:
     """The registry exception for a server error, or the error itself when it has no code
     of ours (connection failures stay psycopg.OperationalError so callers can retry)."""

@@ -14,6 +14,8 @@ Async kinds (run many at a time on the worker's event loop): ``anoop`` and ``asl
 timeout; ``{"seconds": 0}`` returns at once), ``poison`` (returns a result jsonb cannot
 hold: payload ``{"mode": "nan" | "nul" | "surrogate"}``) and ``raise_base`` (raises
 ``SystemExit``, ``KeyboardInterrupt`` or a bare ``BaseException``: payload ``{"exc": name}``).
+``not_before`` (payload ``{"at": epoch}``) snoozes (``raise Snooze``) until that time;
+``steps`` (payload ``{"steps": n, "seconds": s}``) reports ``ctx.progress`` after each step.
 
 The type options can be shortened for tests through the environment (read at import):
 JOBFENCE_EXAMPLE_LEASE_TIMEOUT, _TIMEOUT, _MAX_RETRIES, _BACKOFF_BASE, _BACKOFF_MAX (seconds
@@ -31,7 +33,7 @@ import time
 import psycopg
 
 from .app import App
-from .errors import NonRetryable
+from .errors import NonRetryable, Snooze
 
 EFFECT_TABLE = "public.jobfence_example_effect"
 CREATE_EFFECT_TABLE = f"""
@@ -160,3 +162,22 @@ _BASE = {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt,
 @app.task("raise_base", **_OPTIONS)
 def raise_base(job_id, payload, ctx):
     raise _BASE[(payload or {}).get("exc", "SystemExit")]("raised by the raise_base example")
+
+
+@app.task("not_before", **_OPTIONS)
+def not_before(job_id, payload, ctx):
+    """Snoozes until the epoch second ``payload["at"]``, then returns how often it woke."""
+    wait = float((payload or {}).get("at", 0)) - time.time()
+    if wait > 0:
+        raise Snooze(wait)
+    return {"ran_at": time.time()}
+
+
+@app.task("steps", **_OPTIONS)
+def steps(job_id, payload, ctx):
+    """Reports ``ctx.progress`` after each of ``payload["steps"]`` steps of ``payload["seconds"]``."""
+    total = int((payload or {}).get("steps", 3))
+    for done in range(1, total + 1):
+        ctx.sleep(float((payload or {}).get("seconds", 0.05)))
+        ctx.progress({"done": done, "of": total})
+    return {"steps": total}

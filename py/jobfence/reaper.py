@@ -22,10 +22,11 @@ import psycopg
 import redis
 
 from . import log as jlog
-from .db import Database
+from .db import Database, listen_url
 from .errors import JobfenceError
 from .observe import process as metrics
 from .rows import Signal
+from .schedules import Ticker
 from .transport import Transport, is_corruption, key_text, ready_key
 
 logger = logging.getLogger("jobfence.reaper")
@@ -36,7 +37,8 @@ PRUNE_EVERY = 60.0
 class Reaper:
     def __init__(self, database_url: str, redis_url: str, *, interval: float = 5.0,
                  stale_after: float = 5.0, queues: Iterable[str] = (), batch: int = 1000,
-                 dead_letter_webhook: str | None = None, retain: float | None = 7 * 86400.0):
+                 dead_letter_webhook: str | None = None, retain: float | None = 7 * 86400.0,
+                 schedules: bool = True, listen_database_url: str | None = None):
         self.interval = interval
         # Retention: terminal jobs older than this are pruned, a bounded slice at a time;
         # None keeps everything (an operator prunes by hand, `jobfence prune`).
@@ -50,11 +52,16 @@ class Reaper:
         self.transport = Transport(redis_url)
         self._swept: list[str] = []
         self._stop = threading.Event()
+        # Periodic jobs: enqueued by whichever reapers run, each tick once (schedules.py).
+        self.schedules = Ticker(self.db, interval) if schedules else None
         self.dead_letters = None
         if dead_letter_webhook:
             from .deadletters import DeadLetterForwarder
 
-            self.dead_letters = DeadLetterForwarder(database_url, self.db, dead_letter_webhook)
+            # It LISTENs: behind a transaction pooler, on a direct URL of its own.
+            self.dead_letters = DeadLetterForwarder(
+                listen_url(database_url, listen_database_url, "the dead-letter forwarder"),
+                self.db, dead_letter_webhook)
 
     def stop(self) -> None:
         self._stop.set()
@@ -114,6 +121,9 @@ class Reaper:
     def tick(self) -> dict[str, int]:
         counts = {"reaped": 0, "recovered": 0, "moved": 0, "stale_repushed": 0, "pruned": 0}
         counts["pruned"] = self._prune()
+        # Before the Redis checks: a tick is due whether or not Redis answers.
+        if self.schedules:
+            self.schedules.tick(self._push)
         # Upkeep of the metrics rollup, not a repair: not counted, never worth a log line.
         # A few rows per kind and minute in steady state; after a long outage the backlog is
         # folded a bounded slice per tick, so the repairs below are never held up for long.
@@ -162,15 +172,19 @@ class Reaper:
 
     def _prune(self) -> int:
         """Retention, at most once a minute and one bounded slice (``batch`` jobs) per tick
-        while a backlog lasts, so no tick holds row locks for long."""
-        if self.retain is None:
-            return 0
+        while a backlog lasts, so no tick holds row locks for long. The history's day
+        partitions are kept ahead first, whatever the retention, and dropped once caught up."""
         now = time.monotonic()
         if now - self._pruned_at < PRUNE_EVERY:
+            return 0
+        self.db.create_event_partitions()
+        if self.retain is None:
+            self._pruned_at = now
             return 0
         pruned = self.db.prune(self.retain, self.batch)
         if pruned < self.batch:
             self._pruned_at = now   # caught up: look again in a minute
+            self.db.drop_event_partitions(self.retain)
         return pruned
 
     def _redis_side(self, queue: str, counts: dict[str, int]) -> bool:
@@ -219,7 +233,7 @@ class Reaper:
         wrong type is repaired and its signals pushed again once."""
         if not signals:
             return []
-        todo = [(s.job_id, s.queue, s.run_after) for s in signals]
+        todo = [s.push_tuple() for s in signals]
         try:
             for again in (True, False):
                 failed = self.transport.push_each(todo)

@@ -26,7 +26,7 @@ import redis
 
 from . import log as jlog
 from . import sql
-from .db import Database
+from .db import Database, listen_url
 from .observe import process as metrics
 from .transport import MAX_JOB_ID, Transport, key_text, ready_key
 from .worker import Backoff
@@ -104,8 +104,10 @@ def parse_notification(payload: str) -> list[tuple[int, str, datetime | None]]:
 
 class Relay:
     def __init__(self, database_url: str, redis_url: str, *, poll_interval: float = 5.0,
-                 stale_after: float = 5.0, queues: Iterable[str] = ()):
-        self.url = database_url
+                 stale_after: float = 5.0, queues: Iterable[str] = (),
+                 listen_database_url: str | None = None):
+        # LISTEN needs a session of its own: behind a transaction pooler, a direct URL.
+        self.url = listen_url(database_url, listen_database_url, "the relay")
         self.poll_interval = poll_interval
         self.stale_after = stale_after
         # Polled at every catch-up even if PostgreSQL does not name them (yet).
@@ -172,7 +174,7 @@ class Relay:
         queue PostgreSQL names: a payload is a hint of which ids to look at, never of where
         to push them."""
         wanted = list(dict.fromkeys(ids))
-        signals: list[tuple[int, str, datetime | None]] = []
+        signals: list[tuple] = []
         for start in range(0, len(wanted), SIGNALS_CHUNK):
             chunk = wanted[start:start + SIGNALS_CHUNK]
             try:
@@ -184,7 +186,7 @@ class Relay:
                 self._warn("signals_failed", "could not look the announced ids up; the "
                            "reaper will re-push them", error=str(exc)[:300], count=len(chunk))
                 continue
-            signals += [(s.job_id, s.queue, s.run_after) for s in found]
+            signals += [s.push_tuple() for s in found]
         skipped = len(wanted) - len(signals)
         if skipped:
             # Done, cancelled, already claimed, unknown or forged: nothing to wake.
@@ -219,12 +221,12 @@ class Relay:
             notes.extend(more)
         return notes
 
-    def _push(self, signals: list[tuple[int, str, datetime | None]]) -> None:
+    def _push(self, signals: list[tuple]) -> None:
         try:
             failed = self.transport.push_each(signals)
         except redis.RedisError as exc:
             metrics.REDIS.failed()
-            self._park([i for i, _, _ in signals], exc)
+            self._park([s[0] for s in signals], exc)
             return
         metrics.REDIS.ok()
         unsent = [t for f in failed for t in f.signals]
@@ -239,7 +241,7 @@ class Relay:
                                          "ids are parked as enqueue_failed", f.key, f.error,
                                          count=len(f.signals))
         if unsent:
-            self._park([i for i, _, _ in unsent], failed[0].error, quiet=True)
+            self._park([s[0] for s in unsent], failed[0].error, quiet=True)
 
     def _park(self, ids: list[int], error: Exception | str, quiet: bool = False) -> None:
         try:
@@ -270,12 +272,12 @@ class Relay:
                     "queue_skipped", "queue name is not valid UTF-8: no job can be in it",
                     ready_key(queue), exc, queue=key_text(queue))
                 continue
-            stale += [(s.job_id, s.queue, s.run_after) for s in found]
+            stale += [s.push_tuple() for s in found]
         if stale:
             self._push(stale)
             jlog.event(logger, logging.INFO, "relay_caught_up",
                        "re-pushed claimable jobs that may have missed their signal",
-                       count=len(stale), queues=sorted({q for _, q, _ in stale}))
+                       count=len(stale), queues=sorted({s[1] for s in stale}))
         return len(stale)
 
     def _poll_quietly(self) -> None:

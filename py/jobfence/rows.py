@@ -41,11 +41,17 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Signal:
-    """``jobs.signal``: a job id to push, to its queue's ready list or delayed set."""
+    """``jobs.signal``: a job id to push, to its queue's ready list or delayed set (those of
+    its priority's band)."""
 
     job_id: int
     queue: str
     run_after: datetime | None
+    priority: int | None = 0
+
+    def push_tuple(self) -> tuple:
+        """What ``Transport.push`` takes."""
+        return (self.job_id, self.queue, self.run_after, self.priority)
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,10 @@ class Job:
     parent_id: int | None = None
     pending_children: int | None = None
     cancel_requested_at: datetime | None = None
+    priority: int = 0
+    progress: Any = None
+    progress_at: datetime | None = None
+    snoozes: int = 0
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -27,7 +27,7 @@ import psycopg
 import redis
 
 from . import sql
-from .transport import _raw, delayed_key, is_corruption, parse_job_id, ready_key
+from .transport import _raw, delayed_keys, is_corruption, parse_job_id, ready_keys
 
 CHUNK = 5000            # ids per LRANGE slice, cursor fetch and ZSCORE pipeline
 EVERY_JOB = 2**31 - 1   # stale_queued's max_jobs: all of them, streamed
@@ -53,22 +53,24 @@ def _ready_runs(client: redis.Redis, queue: str, only: array | None) -> list[arr
     Slices are read from the head while producers push there: a push between two slices
     shifts ids into the next one and reads them twice, which is harmless; pops at the tail
     shift nothing that is still to be read. A key of another type holds no signal a worker
-    can pop: read as empty."""
-    key = _raw(ready_key(queue))
-    runs, start = [], 0
-    while True:
-        try:
-            raw = client.lrange(key, start, start + CHUNK - 1)
-        except redis.ResponseError as exc:
-            if is_corruption(exc):
-                return []
-            raise
-        ids = [i for i in map(parse_job_id, raw) if i is not None and (only is None or _contains(only, i))]
-        if ids:
-            runs.append(array("q", sorted(ids)))
-        if len(raw) < CHUNK:
-            return runs
-        start += CHUNK
+    can pop: read as empty. Every priority band's list is read."""
+    runs = []
+    for key in map(_raw, ready_keys(queue)):
+        start = 0
+        while True:
+            try:
+                raw = client.lrange(key, start, start + CHUNK - 1)
+            except redis.ResponseError as exc:
+                if is_corruption(exc):
+                    break
+                raise
+            ids = [i for i in map(parse_job_id, raw) if i is not None and (only is None or _contains(only, i))]
+            if ids:
+                runs.append(array("q", sorted(ids)))
+            if len(raw) < CHUNK:
+                break
+            start += CHUNK
+    return runs
 
 
 def _stale(conn: psycopg.Connection, queue: str, bound: float) -> Iterator[list[int]]:
@@ -85,15 +87,21 @@ def _stale(conn: psycopg.Connection, queue: str, bound: float) -> Iterator[list[
 
 
 def _delayed(client: redis.Redis, queue: str, ids: list[int]) -> list[bool]:
-    key = _raw(delayed_key(queue))
+    """Whether each id is in one of the queue's delayed sets (any priority band)."""
+    keys = [_raw(k) for k in delayed_keys(queue)]
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
-        pipe.zscore(key, str(job_id))
+        for key in keys:
+            pipe.zscore(key, str(job_id))
+    answers = pipe.execute(raise_on_error=False)
     found = []
-    for answer in pipe.execute(raise_on_error=False):
-        if isinstance(answer, Exception) and not is_corruption(answer):
-            raise answer
-        found.append(not isinstance(answer, Exception) and answer is not None)
+    for at in range(0, len(answers), len(keys)):
+        there = False
+        for answer in answers[at:at + len(keys)]:
+            if isinstance(answer, Exception) and not is_corruption(answer):
+                raise answer
+            there = there or (not isinstance(answer, Exception) and answer is not None)
+        found.append(there)
     return found
 
 

@@ -17,12 +17,13 @@ from psycopg import sql as _sql
 SUBMIT = """
 SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                           idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
-                          ordering_key => %(ordering_key)s, notify => %(notify)s)
+                          ordering_key => %(ordering_key)s, notify => %(notify)s,
+                          priority => %(priority)s)
 """
 SUBMIT_MANY = "SELECT * FROM jobs.submit_many(specs => %(specs)s)"
 # The producer's hot path needs only where to push each job: five columns, not the whole row.
 SUBMIT_MANY_SIGNALS = """
-SELECT id, queue, run_after, status = 'queued' AND pending_children = 0 AS waits_for_signal
+SELECT id, queue, run_after, status = 'queued' AND pending_children = 0 AS waits_for_signal, priority
   FROM jobs.submit_many(specs => %(specs)s)
 """
 FAN_OUT = "SELECT * FROM jobs.fan_out(children => %(children)s, then_spec => %(then_spec)s)"
@@ -32,7 +33,8 @@ SUBMIT_CREATED = """
 SELECT *, created_at = now() AS created
   FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                    idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
-                   ordering_key => %(ordering_key)s, notify => false)
+                   ordering_key => %(ordering_key)s, notify => false,
+                   priority => %(priority)s)
 """
 SUBMIT_MANY_CREATED = "SELECT *, created_at = now() AS created FROM jobs.submit_many(specs => %(specs)s)"
 FAN_OUT_CREATED = """
@@ -102,6 +104,17 @@ SELECT * FROM jobs.fail_many(job_ids => %(job_ids)b::bigint[], worker => %(worke
                              errors => %(errors)b::text[], retryable => %(retryable)b::boolean[],
                              tokens => %(tokens)b::uuid[])
 """
+# Snoozes ("not now", docs/sql-api.md "snooze") and progress, with lease tokens as above.
+SNOOZE_MANY_WITH_TOKEN = """
+SELECT * FROM jobs.snooze_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                               lease_versions => %(lease_versions)b::bigint[],
+                               delays => %(delays)b::interval[], tokens => %(tokens)b::uuid[])
+"""
+PROGRESS_WITH_TOKEN = """
+SELECT * FROM jobs.progress(job_id => %(job_id)s, worker => %(worker)s,
+                            lease_version => %(lease_version)s, progress => %(progress)s,
+                            token => %(token)s::uuid)
+"""
 HEARTBEAT_MANY_WITH_TOKEN = """
 SELECT * FROM jobs.heartbeat_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
                                   lease_versions => %(lease_versions)b::bigint[],
@@ -116,6 +129,9 @@ SELECT * FROM jobs.stale_queued(queue => %(queue)s, older_than => %(older_than)s
                                 max_jobs => %(max_jobs)s)
 """
 LISTEN_SUBMITTED = "LISTEN jobs_submitted"
+# Behind a transaction pooler a pool's statement timeout is set per transaction (db.py); ms
+# is an int the driver formats in.
+SET_LOCAL_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {ms}"
 # Where to push woken, replayed or fanned-out jobs: one round trip for any number of ids.
 SIGNALS = "SELECT * FROM jobs.signals(job_ids => %(job_ids)b::bigint[])"
 # The queues to sweep come from PostgreSQL (declared kinds and queued jobs), never from Redis.
@@ -149,11 +165,16 @@ EVENTS = "SELECT * FROM jobs.events(job_id => %(job_id)s)"
 LIST_JOBS = """
 SELECT * FROM jobs.list_jobs(kind => %(kind)s, status => %(status)s::jobs.status,
                              before_id => %(before_id)s, max_jobs => %(max_jobs)s,
-                             queue => %(queue)s)
+                             queue => %(queue)s, ordering_key => %(ordering_key)s)
 """
 CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"
 CANCEL = "SELECT * FROM jobs.cancel(job_id => %(job_id)s, reason => %(reason)s)"
 REPLAY = "SELECT jobs.replay(job_id => %(job_id)s) AS replayed"
+# Bulk re-drive: what it re-queued is what to signal (jobs.signal rows).
+REPLAY_MANY = """
+SELECT * FROM jobs.replay_many(kind => %(kind)s, error_like => %(error_like)s,
+                               failed_since => %(failed_since)s, max_jobs => %(max_jobs)s)
+"""
 
 # -- observability (docs/observability.md) -------------------------------------------------
 QUEUE_DEPTH = "SELECT * FROM jobs.queue_depth ORDER BY queue, kind"
@@ -169,7 +190,7 @@ LISTEN_DEAD_LETTERED = "LISTEN jobs_dead_lettered"
 DEFINE_TYPE_OPTIONS = (
     "queue", "lease_timeout", "timeout", "max_retries", "backoff_base", "backoff_max",
     "max_payload_bytes", "slo_latency", "slo_target", "slo_success", "max_backlog",
-    "run_time_budget", "max_failure_rate",
+    "run_time_budget", "max_failure_rate", "priority", "max_running", "rate_limit", "rate_period",
 )
 
 
@@ -188,3 +209,49 @@ def define_type(options) -> _sql.Composed:
             cast = _sql.SQL("::numeric" if name in NUMERIC_OPTIONS else "")
             args.append(_sql.SQL("{} => {}{}").format(_sql.Identifier(name), _sql.Placeholder(name), cast))
     return _sql.SQL("SELECT * FROM jobs.define_type({})").format(_sql.SQL(", ").join(args))
+
+# -- web dashboard (docs/ui.md) ----------------------------------------------------------------
+# A page's reads in one snapshot (the first statement of its transaction), as `stats` reads.
+READ_ONLY_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+# Per-minute counts for the dashboard's charts, still nothing but jobs.metrics: window k starts
+# k whole minutes ago (k = 0: the current minute), all read at one now(), so the counts of
+# minute k are window k less window k - 1.
+METRIC_WINDOWS = """
+SELECT w.k, m.kind, m.window_start, m.submitted, m.succeeded, m.failed, m.reaped, m.dead_lettered
+  FROM generate_series(0, %(minutes)s::integer) AS w(k)
+ CROSS JOIN LATERAL jobs.metrics(since => CASE WHEN w.k = 0 THEN interval '1 microsecond'
+                                               ELSE make_interval(mins => w.k) END) AS m
+ ORDER BY w.k, m.kind
+"""
+
+# -- periodic jobs (docs/sql-api.md, "schedule") --------------------------------------------
+# created: as SUBMIT_CREATED, a row this statement inserted carries its transaction's now().
+SCHEDULE = """
+SELECT *, created_at = now() AS created
+  FROM jobs.schedule(name => %(name)s, cron => %(cron)s, kind => %(kind)s,
+                     payload => %(payload)s, timezone => %(timezone)s, missed => %(missed)s,
+                     enabled => %(enabled)s)
+"""
+UNSCHEDULE = "SELECT jobs.unschedule(name => %(name)s) AS removed"
+SCHEDULES = "SELECT * FROM jobs.schedules()"
+# The ticker reads the database's clock with the schedules: ticks fall due by its now(), the
+# instant jobs.enqueue_tick checks them against, so reapers whose own clocks differ agree.
+DUE_SCHEDULES = "SELECT s.*, now() AS database_now FROM jobs.schedules() AS s WHERE s.enabled"
+ENQUEUE_TICK = """
+SELECT * FROM jobs.enqueue_tick(name => %(name)s, tick => %(tick)s, next_tick => %(next_tick)s)
+"""
+SKIP_TICKS = """
+SELECT * FROM jobs.skip_ticks(name => %(name)s, through => %(through)s, next_tick => %(next_tick)s)
+"""
+
+# -- priorities, paused queues, global limits (docs/sql-api.md) ------------------------------
+PAUSE = "SELECT jobs.pause(queue => %(queue)s) AS changed"
+RESUME = "SELECT jobs.resume(queue => %(queue)s) AS changed"
+PAUSED_QUEUES = "SELECT * FROM jobs.paused_queues()"
+# After a claim that granted fewer ids than were popped: which of the others a kind's limit
+# held back, and when to push them again.
+HELD_BACK = "SELECT * FROM jobs.held_back(job_ids => %(job_ids)b::bigint[])"
+
+# -- history partitions (docs/sql-api.md "create_event_partitions", "drop_event_partitions") -
+CREATE_EVENT_PARTITIONS = "SELECT jobs.create_event_partitions(ahead => %(ahead)s) AS created"
+DROP_EVENT_PARTITIONS = "SELECT jobs.drop_event_partitions(older_than => %(older_than)s) AS dropped"

@@ -1,5 +1,10 @@
 """Redis transport: job ids only. Everything here can be lost without losing a job, because
-PostgreSQL can rebuild it (the reaper re-pushes claimable jobs when a ready list is empty)."""
+PostgreSQL can rebuild it (the reaper re-pushes claimable jobs when a ready list is empty).
+
+Each queue has one ready list and one delayed set per priority band (a job's priority, 0 to
+9): band 0 keeps the historical key names, band N appends ``:pN``. A pop takes the first
+non-empty list in band order, so a high-priority id overtakes any backlog of lower bands;
+within a band the list stays FIFO (docs/sql-api.md, "Priorities")."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Iterable, NamedTuple, Sequence
 import redis
 
 from . import log as jlog
+from . import redis_urls
 
 logger = logging.getLogger("jobfence.transport")
 
@@ -32,24 +38,40 @@ def parse_job_id(raw: bytes | str | int) -> int | None:
     value = int(raw)
     return value if value <= MAX_JOB_ID else None
 
+# Priorities 0..9 (jobs.job.priority), one band each: lower runs first.
+BANDS = 10
+# How many popped ids a Transport remembers the band of (see Transport.push).
+REMEMBERED_BANDS = 65536
+
 # The ready list is a FIFO: producers LPUSH, workers pop from the right.
 # Moving due ids must be atomic so that several reapers (and workers) never move one twice.
-# Both types are checked before anything is written: a script is not rolled back, and a
-# ZREM followed by a failing LPUSH would drop the ids it took.
+# Every type is checked before anything is written: a script is not rolled back, and a
+# ZREM followed by a failing LPUSH would drop the ids it took. KEYS holds the queue's
+# delayed sets (bands 0..9), then its ready lists in the same order; each band's due ids go
+# to that band's ready list, the most urgent bands first when the limit cuts the move short.
 _MOVE_DUE = """
-for i, want in ipairs({'zset', 'list'}) do
+local bands = #KEYS / 2
+for i = 1, #KEYS do
+  local want = i <= bands and 'zset' or 'list'
   local t = redis.call('TYPE', KEYS[i]).ok
   if t ~= want and t ~= 'none' then
     return redis.error_reply('WRONGTYPE key ' .. i .. ' (' .. KEYS[i] .. ') holds a ' .. t ..
                              ', not a ' .. want)
   end
 end
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-if #ids > 0 then
-  redis.call('ZREM', KEYS[1], unpack(ids))
-  redis.call('LPUSH', KEYS[2], unpack(ids))
+local left = tonumber(ARGV[2])
+local moved = 0
+for b = 1, bands do
+  if left <= 0 then break end
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[b], '-inf', ARGV[1], 'LIMIT', 0, left)
+  if #ids > 0 then
+    redis.call('ZREM', KEYS[b], unpack(ids))
+    redis.call('LPUSH', KEYS[bands + b], unpack(ids))
+    moved = moved + #ids
+    left = left - #ids
+  end
 end
-return #ids
+return moved
 """
 
 # Deletes the key only if it still holds the wrong type when the script runs: a list or
@@ -63,7 +85,7 @@ redis.call('DEL', KEYS[1])
 return t
 """
 
-_WRONG_KEY = re.compile(r"WRONGTYPE key ([12]) ")
+_WRONG_KEY = re.compile(r"WRONGTYPE key ([0-9]+) ")
 
 WARN_EVERY = 60.0  # seconds between two warnings about one corrupt key
 # How long a worker leaves a wrong-type ready list out of its pops before looking again:
@@ -121,13 +143,41 @@ class Failed(NamedTuple):
     signals: list
 
 
-def ready_key(queue: str) -> str:
+def band_of(priority) -> int:
+    """The band a job's priority names; a signal without one (an older driver) is band 0."""
+    if priority is None:
+        return 0
+    return min(max(int(priority), 0), BANDS - 1)
+
+
+def ready_key(queue: str, band: int = 0) -> str:
     # The braces are literal: a Redis Cluster hash tag keeping a queue's keys in one slot.
-    return f"jobfence:{{{queue}}}:ready"
+    # Band 0 keeps the name older releases used, so their signals are still popped.
+    return f"jobfence:{{{queue}}}:ready" + (f":p{band}" if band else "")
 
 
-def delayed_key(queue: str) -> str:
-    return f"jobfence:{{{queue}}}:delayed"
+def delayed_key(queue: str, band: int = 0) -> str:
+    return f"jobfence:{{{queue}}}:delayed" + (f":p{band}" if band else "")
+
+
+def ready_keys(queue: str) -> list[str]:
+    return [ready_key(queue, b) for b in range(BANDS)]
+
+
+def delayed_keys(queue: str) -> list[str]:
+    return [delayed_key(queue, b) for b in range(BANDS)]
+
+
+def band_of_key(key: bytes | str) -> int:
+    """The band a ready or delayed key holds: 0 for the unsuffixed names, N for ``:pN``."""
+    text = key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
+    last = text.rsplit("}", 1)[-1].rsplit(":", 1)[-1]
+    return int(last[1:]) if last.startswith("p") and last[1:].isdigit() else 0
+
+
+def key_role(key: str) -> str:
+    """"ready" or "delayed": what a jobfence key holds, whatever its band."""
+    return key.rsplit("}", 1)[-1].split(":")[1]
 
 
 def _raw(key: str) -> bytes:
@@ -142,35 +192,41 @@ def _epoch(run_after) -> float | None:
     return run_after.timestamp() if hasattr(run_after, "timestamp") else float(run_after)
 
 
-def fill_pipeline(pipe, signals: Iterable[tuple[int, str, object]]) -> int:
-    """Queue the commands pushing (job_id, queue, run_after) triples on a pipeline (sync or
-    asyncio): due ids to the ready list, later ones to the delayed set."""
+def _band(signal) -> int:
+    return band_of(signal[3]) if len(signal) > 3 else 0
+
+
+def fill_pipeline(pipe, signals: Iterable[tuple]) -> int:
+    """Queue the commands pushing (job_id, queue, run_after[, priority]) tuples on a
+    pipeline (sync or asyncio): due ids to their band's ready list, later ones to its
+    delayed set."""
     now = time.time()
     ready: dict[str, list[str]] = defaultdict(list)
     delayed: dict[str, dict[str, float]] = defaultdict(dict)
     count = 0
-    for job_id, queue, run_after in signals:
+    for signal in signals:
+        job_id, queue, run_after = signal[0], signal[1], signal[2]
         at = _epoch(run_after)
         if at is None or at <= now:
-            ready[queue].append(str(job_id))
+            ready[ready_key(queue, _band(signal))].append(str(job_id))
         else:
-            delayed[queue][str(job_id)] = at
+            delayed[delayed_key(queue, _band(signal))][str(job_id)] = at
         count += 1
-    for queue, ids in ready.items():
-        pipe.lpush(_raw(ready_key(queue)), *ids)
-    for queue, members in delayed.items():
-        pipe.zadd(_raw(delayed_key(queue)), members)
+    for key, ids in ready.items():
+        pipe.lpush(_raw(key), *ids)
+    for key, members in delayed.items():
+        pipe.zadd(_raw(key), members)
     return count
 
 
-def _by_key(signals: Iterable[tuple[int, str, object]]) -> dict[str, list]:
+def _by_key(signals: Iterable[tuple]) -> dict[str, list]:
     """The signals ``fill_pipeline`` would write, grouped by the key each goes to."""
     now = time.time()
     out: dict[str, list] = defaultdict(list)
     for signal in signals:
         at = _epoch(signal[2])
-        out[ready_key(signal[1]) if at is None or at <= now
-            else delayed_key(signal[1])].append((signal, at))
+        out[ready_key(signal[1], _band(signal)) if at is None or at <= now
+            else delayed_key(signal[1], _band(signal))].append((signal, at))
     return out
 
 
@@ -180,13 +236,19 @@ class Transport:
 
     def __init__(self, url: str, *, socket_timeout: float = 5.0):
         self.url = url
-        self.redis = redis.Redis.from_url(
+        # One server, a Sentinel-watched primary or a cluster (redis_urls.py).
+        self.redis = redis_urls.connect(
             url, socket_timeout=socket_timeout, socket_connect_timeout=2.0,
             health_check_interval=30)
         self._move_due = self.redis.register_script(_MOVE_DUE)
         self._drop_wrong_type = self.redis.register_script(_DROP_WRONG_TYPE)
         self._skipped: dict[str, float] = {}  # ready key -> when to try it again
         self.warnings = KeyWarnings(logger)
+        self.last_popped: bytes | None = None  # the ready key the last pop took ids from
+        # job id -> the band it was popped from, for the signals this process pushes back
+        # without a priority (a worker's retries and snoozes: their outcome names no priority).
+        self._popped_bands: dict[int, int] = {}
+        self._cluster = redis_urls.is_cluster(self.redis)
 
     def close(self) -> None:
         self.redis.close()
@@ -194,25 +256,37 @@ class Transport:
     def ping(self) -> bool:
         return bool(self.redis.ping())
 
-    def push(self, signals: Iterable[tuple[int, str, object]]) -> int:
-        """Push (job_id, queue, run_after) triples: due ids to the ready list, later ones to
-        the delayed set scored by run_after epoch. One round trip."""
+    def _banded(self, signals: Iterable[tuple]) -> list[tuple]:
+        """A signal without a priority, for an id this transport popped, goes back to the band
+        it came from (the job's priority); any other to band 0."""
+        bands = self._popped_bands  # written by the popping thread: one get() per signal
+        if not bands:
+            return list(signals)
+        out = []
+        for s in signals:
+            band = None if len(s) > 3 else bands.get(s[0])
+            out.append(s if band is None else (s[0], s[1], s[2], band))
+        return out
+
+    def push(self, signals: Iterable[tuple]) -> int:
+        """Push (job_id, queue, run_after[, priority]) tuples: due ids to their band's ready
+        list, later ones to its delayed set scored by run_after epoch. One round trip."""
         pipe = self.redis.pipeline(transaction=False)
-        count = fill_pipeline(pipe, signals)
+        count = fill_pipeline(pipe, self._banded(signals))
         if count:
             pipe.execute()
         return count
 
-    def push_each(self, signals: Iterable[tuple[int, str, object]]) -> list[Failed]:
+    def push_each(self, signals: Iterable[tuple]) -> list[Failed]:
         """``push``, except that a key refusing its command (a wrong type) fails only the
         signals bound for it: the others are written all the same. Returns what failed,
         per key; a lost server still raises."""
-        plan = _by_key(signals)
+        plan = _by_key(self._banded(signals))
         if not plan:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for key, sent in plan.items():
-            if key.endswith(":ready"):
+            if key_role(key) == "ready":
                 pipe.lpush(_raw(key), *(str(s[0]) for s, _ in sent))
             else:
                 pipe.zadd(_raw(key), {str(s[0]): at for s, at in sent})
@@ -224,14 +298,22 @@ class Transport:
                 failed.append(Failed(key, str(result), [s for s, _ in sent]))
         return failed
 
-    def push_ids(self, queue: str, job_ids: Sequence[int]) -> int:
-        return self.push((i, queue, None) for i in job_ids)
+    def push_ids(self, queue: str, job_ids: Sequence[int], priority: int = 0) -> int:
+        return self.push((i, queue, None, priority) for i in job_ids)
+
+    def give_back(self, job_ids: Sequence[int]) -> bool:
+        """Put ids the last pop took back at the head of the list they came from (their
+        queue and band), as if never popped. False if there is nothing to give back."""
+        if not job_ids or self.last_popped is None:
+            return False
+        self.redis.rpush(self.last_popped, *(str(i) for i in reversed(job_ids)))
+        return True
 
     def drop_wrong_type(self, key: str) -> str | None:
         """Delete ``key`` if it holds something other than what jobfence keeps there (a
         list for a ready key, a zset for a delayed one); returns the type it held. Nothing
         is lost: such a key holds no signal jobfence wrote, and PostgreSQL has the jobs."""
-        expected = EXPECTED_TYPE[key.rsplit(":", 1)[-1]]
+        expected = EXPECTED_TYPE[key_role(key)]
         found = self._drop_wrong_type(keys=[_raw(key)], args=[expected])
         self._skipped.pop(key, None)
         return found.decode() if isinstance(found, bytes) else found
@@ -259,19 +341,57 @@ class Transport:
                                    "reaper deletes it)", key, exc, type=kind)
         return found
 
+    def _blmpop(self, keys: list[str], count: int, timeout: float):
+        """BLMPOP over ``keys`` in order. On a Redis Cluster a queue's keys share a slot but
+        the queues of one worker may not, and one command may not span slots: then the
+        fullest-priority ready list is found with one pipeline of LLEN (served by every node
+        at once) and popped without blocking; when all are empty the pop blocks on each slot
+        in turn for its share of ``timeout``."""
+        groups = self._slot_groups(keys)
+        if len(groups) == 1:
+            return self.redis.blmpop(timeout, len(keys), *map(_raw, keys),
+                                     direction="RIGHT", count=count)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.llen(_raw(key))
+        for key, length in zip(keys, pipe.execute()):
+            if length:
+                group = groups[self._slot_of(key)]
+                found = self.redis.lmpop(len(group), *map(_raw, group), direction="RIGHT",
+                                         count=count)
+                if found:
+                    return found
+        share = max(0.01, timeout / len(groups))
+        for group in groups.values():
+            found = self.redis.blmpop(share, len(group), *map(_raw, group), direction="RIGHT",
+                                      count=count)
+            if found:
+                return found
+        return None
+
+    def _slot_of(self, key: str) -> int | None:
+        return self.redis.keyslot(key) if self._cluster else None
+
+    def _slot_groups(self, keys: list[str]) -> dict:
+        """keys by hash slot, each group in the order given (one group off a cluster)."""
+        groups: dict = {}
+        for key in keys:
+            groups.setdefault(self._slot_of(key), []).append(key)
+        return groups
+
     def pop(self, queues: Sequence[str], count: int, timeout: float) -> list[int]:
         """Block up to ``timeout`` seconds for up to ``count`` ids from the first non-empty
-        ready list. The short timeout keeps shutdown prompt. A ready key of the wrong type
-        is left out (and warned about) instead of failing the pop of every queue."""
-        keys = self._usable([ready_key(q) for q in queues])
+        ready list, the most urgent band of every queue first (then the queues in the order
+        given). The short timeout keeps shutdown prompt. A ready key of the wrong type is
+        left out (and warned about) instead of failing the pop of every queue."""
+        keys = self._usable([ready_key(q, b) for b in range(BANDS) for q in queues])
         for _ in range(2):
             if not keys:
                 # Every queue is unusable: wait as a pop would, not in a hot loop.
                 time.sleep(timeout)
                 return []
             try:
-                found = self.redis.blmpop(timeout, len(keys), *map(_raw, keys),
-                                          direction="RIGHT", count=count)
+                found = self._blmpop(keys, count, timeout)
                 break
             except redis.ResponseError as exc:
                 if not is_corruption(exc) or not self._skip_wrong_types(keys, exc):
@@ -282,6 +402,9 @@ class Transport:
         if not found:
             return []
         key, ids = found
+        self.last_popped = key
+        band = band_of_key(key)
+        bands = self._popped_bands
         out, junk = [], []
         for raw in ids:
             job_id = parse_job_id(raw)
@@ -289,6 +412,12 @@ class Transport:
                 junk.append(raw)  # not a job: dropping it loses nothing
             else:
                 out.append(job_id)
+                if band:
+                    bands[job_id] = band
+                else:
+                    bands.pop(job_id, None)
+        while len(bands) > REMEMBERED_BANDS:
+            del bands[next(iter(bands))]  # the oldest: its job has long been reported
         if junk:
             jlog.event(logger, logging.WARNING, "junk_signals_dropped",
                        "discarded ready-list entries that are not job ids (positive 64-bit "
@@ -298,7 +427,7 @@ class Transport:
 
     def move_due(self, queue: str, limit: int = 1000) -> int:
         """Raises ``WrongType`` having moved nothing if either key holds the wrong type."""
-        keys = [delayed_key(queue), ready_key(queue)]
+        keys = delayed_keys(queue) + ready_keys(queue)
         try:
             return int(self._move_due(keys=[_raw(k) for k in keys], args=[time.time(), limit]))
         except redis.ResponseError as exc:
@@ -308,4 +437,16 @@ class Transport:
             raise
 
     def ready_length(self, queue: str) -> int:
-        return int(self.redis.llen(_raw(ready_key(queue))))
+        """Ids waiting in every band of the queue's ready lists."""
+        keys = ready_keys(queue)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.llen(_raw(key))
+        total = 0
+        for key, n in zip(keys, pipe.execute(raise_on_error=False)):
+            if isinstance(n, Exception):
+                if is_corruption(n):
+                    raise WrongType(str(n), key) from n
+                raise n
+            total += int(n)
+        return total

@@ -290,6 +290,26 @@ def test_cancel_and_replay(api, procs, declared, redis_url):
     assert_problem(api.post(f"/jobs/{queued}/replay"), 409, "already_done")
 
 
+def test_replay_many_over_http(api, declared, redis_url):
+    ids = [api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"] for _ in range(3)]
+    for job_id in ids:
+        api.post(f"/jobs/{job_id}/cancel", {"reason": "bank timeout"})
+    body = {"kind": "noop", "error_like": "%timeout%", "max_jobs": 2}
+    assert_problem(api.post("/dead-letters/replay", body), 403, "forbidden")
+    assert [status_of(declared, i) for i in ids] == ["failed"] * 3
+    first = admin(api).post("/dead-letters/replay", body)
+    assert first.status == 200, first.raw
+    assert first.data == {"replayed": 2, "ids": ids[:2], "enqueued": True}
+    assert set(ids[:2]) <= set(pushed_ids(redis_url))
+    rest = api.post("/dead-letters/replay", {"kind": "noop"})
+    assert rest.data["ids"] == ids[2:]
+    assert api.post("/dead-letters/replay", {"kind": "noop"}).data == {
+        "replayed": 0, "ids": [], "enqueued": True}
+    assert_problem(api.post("/dead-letters/replay", {"max_jobs": 0}), 400, "bad_request")
+    assert_problem(api.post("/dead-letters/replay", {"kind": "noop", "extra": 1}), 400,
+                   "bad_request")
+
+
 # -- errors -----------------------------------------------------------------------------------
 def test_every_error_is_a_problem_document_and_changes_nothing(api, declared):
     from jobfence.db import Database

@@ -16,12 +16,13 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from .. import __version__
-from . import problems, routes
+from . import problems, routes, routes_queues, routes_schedules
 from .auth import Authenticator, Token
 from .client import ApiClient
 from .metrics import ApiMetrics
 from .middleware import BodyLimit, HeadAsGet, Observe
 from .waiters import Waiters
+from ..ui import install as install_ui
 
 # Bodies over this are refused unread: 1000 specs of identifiers fit many times over; data
 # belongs in storage, referenced from the payload.
@@ -38,6 +39,9 @@ Every route but `/healthz` needs `Authorization: Bearer TOKEN` (see docs/http.md
 class Settings:
     database_url: str = "postgresql://127.0.0.1:5432/jobfence"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Where GET /metrics and the dashboard's overview read (e.g. a hot standby); None:
+    # database_url.
+    read_database_url: str | None = None
     # None: --no-auth (every request holds the admin scope).
     tokens: list[Token] | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -64,9 +68,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api_metrics.waiting.set_function(waiters.count)
         # As `jobfence metrics`: a scrape waits briefly for a connection and bounds each
         # statement, so Prometheus gets an answer (jobfence_up 0) within its timeout.
-        scrape_db = Database(settings.database_url, max_size=1, name="jobfence-api-metrics",
+        scrape_db = Database(settings.read_database_url or settings.database_url, max_size=1,
+                             name="jobfence-api-metrics",
                              timeout=3.0, statement_timeout=5.0)
-        app.state.client, app.state.waiters = client, waiters
+        # The dashboard's overview reads a hot standby when one is named, like the scrape.
+        reader = client
+        if settings.read_database_url:
+            from ..aio import AsyncClient
+
+            reader = AsyncClient(settings.read_database_url, settings.redis_url, pool_size=2,
+                                 timeout=5.0, name="jobfence-api-reads")
+            await reader.pool.open()
+        app.state.client, app.state.read_client, app.state.waiters = client, reader, waiters
         app.state.sql_registry, _collector = registry_for(scrape_db)
         if settings.on_ready is not None:
             settings.on_ready()
@@ -75,6 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await waiters.stop()
             await client.close()
+            if reader is not client:
+                await reader.close()
             scrape_db.close()
 
     app = FastAPI(title="jobfence", version=__version__, description=DESCRIPTION,
@@ -89,6 +104,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = api_metrics
     problems.install(app)
     app.include_router(routes.router)
+    app.include_router(routes_schedules.router)
+    app.include_router(routes_queues.router)
+    install_ui(app)
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Added last, so outermost: it also counts what the body cap refused.

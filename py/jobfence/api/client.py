@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 import time
 
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .. import log as jlog
-from .. import sql
+from .. import redis_urls, sql
 from ..aio import AsyncClient
 
 logger = logging.getLogger("jobfence.api")
@@ -35,7 +34,7 @@ class ApiClient(AsyncClient):
         super().__init__(database_url, redis_url, **kw)
         # One retry for a connection Redis dropped (a restart), none for a timeout: a
         # silent Redis would otherwise cost each request several timeouts.
-        self.redis = aioredis.Redis.from_url(
+        self.redis = redis_urls.connect_async(
             redis_url, socket_timeout=PUSH_TIMEOUT_SECONDS,
             socket_connect_timeout=PUSH_TIMEOUT_SECONDS,
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
@@ -53,7 +52,7 @@ class ApiClient(AsyncClient):
             return True
         now = time.monotonic()
         if self._retry_at is not None and (now < self._retry_at or self._probing):
-            await self._park([job_id for job_id, _, _ in todo])
+            await self._park([signal[0] for signal in todo])
             return False
         probing = self._retry_at is not None
         self._probing = self._probing or probing

@@ -97,7 +97,7 @@ async def submit_job(request: Request, spec: s.JobSpec,
                      _scope=producer):
     submitted, _pushed = await _client(request).submit_job(
         spec.kind, spec.payload, idempotency_key=header_text(request, "Idempotency-Key"),
-        run_after=spec.run_after, ordering_key=spec.ordering_key)
+        run_after=spec.run_after, ordering_key=spec.ordering_key, priority=spec.priority)
     job = submitted.job
     _noted(request, [job] if submitted.created else [])
     return Json(_accepted(job, submitted.created),
@@ -218,6 +218,20 @@ async def replay(request: Request, job_id: int = JobId, _scope=admin):
                  "links": links(job_id)}, status_code=202)
 
 
+@router.post("/dead-letters/replay", response_model=None, tags=["jobs"],
+             summary="Re-drive failed jobs in bulk, in one transaction (admin)",
+             responses={200: {"model": s.ReplayManyAnswer, "description": "What was queued "
+                              "again (possibly nothing)."},
+                        **_problems(400, 401, 403, 413, 415, 503)})
+async def replay_many(request: Request, body: s.ReplayManyRequest, _scope=admin):
+    ids, enqueued = await _client(request).replay_many(
+        body.kind, error_like=body.error_like, failed_since=body.failed_since,
+        max_jobs=body.max_jobs)
+    if not enqueued:
+        request.app.state.metrics.not_enqueued.inc()
+    return Json({"replayed": len(ids), "ids": ids, "enqueued": enqueued})
+
+
 @router.get("/jobs", response_model=None, tags=["jobs"], summary="Jobs, newest first",
             responses={200: {"model": s.JobPage, "description": "One page."},
                        **_problems(400, 401, 403, 503)})
@@ -227,6 +241,9 @@ async def list_jobs(request: Request,
                     limit: int = Query(100, ge=1, le=1000),
                     after: Optional[int] = Query(None, ge=1, le=MAX_JOB_ID, description="The "
                                                  "last id of the previous page."),
+                    ordering_key: Optional[str] = Query(None, min_length=1, max_length=200,
+                                                        description="Only jobs of this "
+                                                        "ordering key, every status."),
                     _scope=producer):
     if kind is not None and not KIND_NAME.fullmatch(kind):
         raise ApiProblem(400, "invalid_parameter_value",
@@ -234,11 +251,11 @@ async def list_jobs(request: Request,
                          sqlstate="22023", hint=KIND_HINT,
                          errors=[{"location": "query.kind", "message": "malformed kind"}])
     found = await _client(request).list_jobs(kind=kind, status=status, before_id=after,
-                                             max_jobs=limit)
+                                             max_jobs=limit, ordering_key=ordering_key)
     following = None
     if len(found) == limit:
-        query = {k: v for k, v in (("kind", kind), ("status", status), ("limit", limit))
-                 if v is not None}
+        query = {k: v for k, v in (("kind", kind), ("status", status), ("limit", limit),
+                                   ("ordering_key", ordering_key)) if v is not None}
         query["after"] = found[-1].id
         following = f"/jobs?{urlencode(query)}"
     return Json({"jobs": [job_view(j) for j in found], "next": following})

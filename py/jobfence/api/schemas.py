@@ -49,9 +49,13 @@ class JobSpec(BaseModel):
     run_after: Optional[RunAfter] = None
     ordering_key: Optional[StrictStr] = Field(None, description="Jobs with the same key run "
                                               "one at a time, in id order.")
+    priority: Optional[Annotated[StrictInt, Field(ge=0, le=9)]] = Field(
+        None, description="0 (runs first) to 9; null or absent: the kind's priority.")
 
     def spec(self, idempotency_key: str | None = None) -> dict:
         out: dict[str, Any] = {"kind": self.kind, "payload": self.payload}
+        if self.priority is not None:
+            out["priority"] = self.priority
         if self.run_after is not None:
             out["run_after"] = self.run_after
         if self.ordering_key is not None:
@@ -87,6 +91,20 @@ class CancelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: Optional[StrictStr] = Field(None, description="Stored as the job's error "
                                         "(default: cancelled).")
+
+
+class ReplayManyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Optional[StrictStr] = Field(None, description="Only this kind; null or absent: "
+                                      "every kind.")
+    error_like: Optional[Annotated[StrictStr, Field(max_length=4096)]] = Field(
+        None, description="A LIKE pattern the job's error must match, e.g. `%timeout%`.")
+    failed_since: Optional[Annotated[datetime, AfterValidator(
+        lambda when: when if when.tzinfo else when.replace(tzinfo=timezone.utc))]] = Field(
+        None, description="Only jobs that failed at or after this time (ISO 8601; UTC when "
+                          "it has no offset).")
+    max_jobs: Annotated[StrictInt, Field(ge=1, le=10000)] = Field(
+        1000, description="At most this many, oldest failure first; call again for the rest.")
 
 
 # -- answers (documentation only) ------------------------------------------------------------
@@ -138,6 +156,12 @@ class JobView(Answer):
     parent_id: Optional[int] = None
     pending_children: Optional[int] = None
     cancel_requested_at: Optional[datetime] = None
+    priority: int = Field(0, description="0 (runs first) to 9.")
+    progress: Any = Field(None, description="What the handler last reported with "
+                          "jobs.progress (kept after the job ends).")
+    progress_at: Optional[datetime] = None
+    snoozes: int = Field(0, description="How often the job snoozed (jobs.snooze); they spend "
+                         "no retry budget.")
     lease_timeout: Optional[float] = Field(None, description="The kind's lease, seconds.")
     timeout: Optional[float] = Field(None, description="The kind's run-time limit, seconds.")
     links: Links
@@ -201,6 +225,13 @@ class ReplayAnswer(Answer):
     status: Status
     enqueued: bool
     links: Links
+
+
+class ReplayManyAnswer(Answer):
+    replayed: int = Field(description="How many failed jobs are queued again.")
+    ids: list[int] = Field(description="Their ids, oldest failure first.")
+    enqueued: bool = Field(description="false: the push to Redis failed; the jobs are "
+                           "enqueue_failed and the reaper signals them.")
 
 
 class QueueRow(Answer):

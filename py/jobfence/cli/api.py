@@ -10,8 +10,8 @@ import socket
 
 import click
 
-from .common import (EXIT_USAGE, Fail, cfg, database_url_for, exit_process, redis_url_for,
-                     require_schema, setup_logging)
+from .common import (EXIT_USAGE, Fail, cfg, database_url_for, exit_process, read_database_url_for,
+                     redis_url_for, require_schema, setup_logging)
 
 TOKENS_ENV = "JOBFENCE_API_TOKENS"
 
@@ -103,6 +103,7 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
 
     require_schema(database_url_for(ctx, "api"))
     app = create_app(Settings(database_url=database_url_for(ctx, "api"), redis_url=redis_url_for(ctx),
+                              read_database_url=read_database_url_for(ctx, fallback=False),
                               tokens=None if no_auth else tokens, pool_size=pool_size,
                               max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                               on_ready=ready))

@@ -9,8 +9,9 @@ import time
 import click
 import redis
 
+from .. import redis_urls
 from .common import (EXIT_ERROR, EXIT_UNAVAILABLE, POSITIVE_SECONDS, SECONDS, Fail, cfg,
-                     json_option, json_out, map_errors, table)
+                     json_option, json_out, map_errors, redis_url_for, table)
 
 
 def _redis_failed(exc: redis.RedisError) -> Fail:
@@ -22,7 +23,7 @@ def _redis_failed(exc: redis.RedisError) -> Fail:
 def _redis(url: str) -> redis.Redis:
     """A client that answered a PING: an unreachable Redis is reported before the long
     PostgreSQL pass, not after it."""
-    client = redis.Redis.from_url(url, socket_timeout=10.0, socket_connect_timeout=3.0)
+    client = redis_urls.connect(url, socket_timeout=10.0, socket_connect_timeout=3.0)
     try:
         client.ping()
     except redis.RedisError as exc:
@@ -52,7 +53,7 @@ def audit(ctx, reaper_interval, stale_after, no_redis, examples, as_json):
     from ..signal_audit import check_signals, resignal_bound
 
     conf = cfg(ctx)
-    client = None if no_redis else _redis(conf["redis_url"])
+    client = None if no_redis else _redis(redis_url_for(ctx))
     if not as_json and sys.stderr.isatty():
         click.echo("auditing jobs.job and jobs.event (one pass over the history)"
                    f"{'' if no_redis else ', then the Redis signals'}...", err=True)

@@ -75,6 +75,17 @@ def database_url_for(ctx: click.Context, role: str) -> str:
     return checked_database_url(url)
 
 
+def read_database_url_for(ctx: click.Context, fallback: bool = True) -> str | None:
+    """Where observation reads (stats, top, the exporters): --read-database-url /
+    JOBFENCE_READ_DATABASE_URL, e.g. a hot standby, so looking never loads the primary;
+    unset, the database URL (None with ``fallback=False``). docs/scaling.md, "Observing
+    from a replica"."""
+    read = cfg(ctx).get("read_database_url")
+    if read:
+        return checked_database_url(read)
+    return checked_database_url(cfg(ctx)["database_url"]) if fallback else None
+
+
 def redis_url_for(ctx: click.Context) -> str:
     """The Redis URL, if redis-py can parse it; a malformed one is a usage error (exit 2)
     before a long-running process starts, never a traceback from inside it."""
@@ -84,6 +95,14 @@ def redis_url_for(ctx: click.Context) -> str:
 def checked_redis_url(url: str) -> str:
     """redis-py parses lazily and forgives: a port out of range fails only at the first
     command, and a database that is not a number silently means 0."""
+    from .. import redis_urls
+
+    try:
+        target = redis_urls.parse(url)
+    except ValueError as exc:
+        raise Fail(f"invalid Redis URL: {exc}", EXIT_USAGE) from None
+    if target.kind != "plain":
+        return url
     try:
         parsed = redis.connection.parse_url(url)
         parts = urlsplit(url)

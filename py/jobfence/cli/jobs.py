@@ -125,6 +125,8 @@ def _parse_when(raw: str | None) -> datetime | None:
 @click.option("--idempotency-key", default=None)
 @click.option("--run-after", default=None, help="Seconds from now, or an ISO 8601 timestamp.")
 @click.option("--ordering-key", default=None)
+@click.option("--priority", default=None, type=click.IntRange(0, 9),
+              help="0 (runs first) to 9 [default: the kind's].")
 @click.option("--count", default=1, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Submit this many copies (one submit_many per 1000).")
 @click.option("--wait", is_flag=True, help="Wait until the job(s) are terminal.")
@@ -132,8 +134,8 @@ def _parse_when(raw: str | None) -> datetime | None:
 @json_option
 @click.pass_context
 @map_errors
-def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, wait, timeout,
-           as_json):
+def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, priority, count, wait,
+           timeout, as_json):
     """Submit a job of KIND (commit, then push its id)."""
     payload = _parse_payload(payload)
     when = _parse_when(run_after)
@@ -141,7 +143,8 @@ def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, 
         created = True
         if count == 1:
             job_id, created = client.submit_job(kind, payload, idempotency_key=idempotency_key,
-                                                run_after=when, ordering_key=ordering_key)
+                                                run_after=when, ordering_key=ordering_key,
+                                                priority=priority)
             ids = [job_id]
         else:
             if idempotency_key:
@@ -151,7 +154,8 @@ def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, count, 
             for start in range(0, count, 1000):
                 n = min(1000, count - start)
                 ids += client.submit_many([{"kind": kind, "payload": payload, "run_after": when,
-                                            "ordering_key": ordering_key}] * n)
+                                            "ordering_key": ordering_key,
+                                            "priority": priority}] * n)
         if not wait:
             if as_json:
                 json_out({"ids": ids} if count > 1 else {"id": ids[0], "created": created})
@@ -237,7 +241,8 @@ def status(ctx, job_id, events, as_json):
         return
     fields = ["id", "kind", "queue", "status", "attempts", "lease_version", "owned_by", "payload",
               "result", "error", "created_at", "claimed_at", "finished_at", "run_after",
-              "idempotency_key", "ordering_key", "parent_id", "pending_children"]
+              "idempotency_key", "ordering_key", "parent_id", "pending_children", "progress",
+              "progress_at", "snoozes"]
     data = job_dict(job)
     # retry_count counts failed attempts (replay resets it); the running or successful
     # attempt counts too. The old "retries 4 of 3" read as a contradiction.
@@ -249,6 +254,8 @@ def status(ctx, job_id, events, as_json):
         data["error"] = f"{job.error}  (an earlier attempt's; the job then succeeded)"
     width = max(len(f) for f in fields)
     for f in fields:
+        if f == "snoozes" and not data.get(f):
+            continue
         if f in data and (data[f] is not None or f in ("result", "error")):
             click.echo(f"{f.ljust(width)}  {fmt(data[f])}")
     if events:

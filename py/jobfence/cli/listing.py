@@ -13,6 +13,7 @@ STATUSES = ("queued", "processing", "enqueue_failed", "done", "failed")
 @click.option("--kind", default=None, help="Only jobs of this kind.")
 @click.option("--status", default=None, type=click.Choice(STATUSES), help="Only jobs in this status.")
 @click.option("--queue", default=None, help="Only jobs of this queue.")
+@click.option("--ordering-key", default=None, help="Only jobs of this ordering key (any status).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000),
               help="Jobs per page.")
 @click.option("--before", "before_id", default=None, type=click.IntRange(1, 2**63 - 1),
@@ -20,12 +21,12 @@ STATUSES = ("queued", "processing", "enqueue_failed", "done", "failed")
 @json_option
 @click.pass_context
 @map_errors
-def list_jobs(ctx, kind, status, queue, limit, before_id, as_json):
+def list_jobs(ctx, kind, status, queue, ordering_key, limit, before_id, as_json):
     """List jobs, newest first (keyset pages: as fast on the millionth page as on the first)."""
     with client_for(ctx) as client:
         # One row more than the page tells whether a next page exists (list_jobs allows 1000).
         found = client.db.list_jobs(kind=kind, status=status, queue=queue, before_id=before_id,
-                                    max_jobs=min(limit + 1, 1000))
+                                    max_jobs=min(limit + 1, 1000), ordering_key=ordering_key)
     more = len(found) > limit or (limit == 1000 and len(found) == 1000)
     found = found[:limit]
     following = found[-1].id if more else None

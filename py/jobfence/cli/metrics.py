@@ -8,7 +8,8 @@ import threading
 
 import click
 
-from .common import EXIT_UNAVAILABLE, EXIT_USAGE, Fail, cfg, exit_process, setup_logging
+from .common import (EXIT_UNAVAILABLE, EXIT_USAGE, Fail, cfg, exit_process, read_database_url_for,
+                     setup_logging)
 
 # jobs.metrics reads whole minutes and refuses windows beyond 400 days.
 MIN_WINDOW, MAX_WINDOW = 60, 400 * 86400
@@ -67,7 +68,7 @@ def metrics(ctx, port, host, window, burn_windows, once):
     conf = cfg(ctx)
     # A scrape must answer within Prometheus's scrape timeout (10 s by default) even when
     # the server is away: wait briefly for a connection and bound every statement.
-    db = Database(conf["database_url"], max_size=2, name="jobfence-exporter", timeout=3.0,
+    db = Database(read_database_url_for(ctx), max_size=2, name="jobfence-exporter", timeout=3.0,
                   statement_timeout=5.0)
     registry, collector = registry_for(db, window=window,
                                        burn_windows=(*DEFAULT_BURN_WINDOWS, *burn_windows))

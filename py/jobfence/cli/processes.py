@@ -100,9 +100,28 @@ def _declare(database_url: str, app) -> None:
         for hook in app.start_hooks:
             with db.connection() as conn:
                 hook(conn)
+        app.declare_schedules(db)
     finally:
         db.close()
     click.echo(f"declared {len(app.tasks)} kinds: {', '.join(sorted(app.tasks))}")
+    if app.periodics:
+        click.echo(f"declared {len(app.periodics)} schedules: {', '.join(sorted(app.periodics))}")
+
+
+# LISTEN keeps a session, which a transaction pooler does not give (docs/scaling.md).
+LISTEN_URL_OPTION = click.option(
+    "--listen-database-url", default=None, envvar="JOBFENCE_LISTEN_DATABASE_URL",
+    help="A direct PostgreSQL URL for the LISTEN connection, needed when the database URL "
+         "goes through a transaction pooler [env JOBFENCE_LISTEN_DATABASE_URL].")
+
+
+def _listen_url(ctx, role: str, given: str | None, who: str) -> str:
+    from ..db import InvalidDatabaseUrl, InvalidPooler, listen_url
+
+    try:
+        return listen_url(database_url_for(ctx, role), given, who)
+    except (InvalidPooler, InvalidDatabaseUrl) as exc:
+        raise Fail(str(exc), EXIT_USAGE) from None
 
 
 def _serve(component) -> None:
@@ -131,20 +150,28 @@ def _serve(component) -> None:
               help="Prune done and failed jobs (with their history) finished longer ago than "
                    "this many seconds, --batch at a time.")
 @click.option("--no-retention", is_flag=True, help="Keep every finished job (prune by hand).")
+@click.option("--no-schedules", is_flag=True,
+              help="Do not enqueue the ticks of periodic jobs (jobs.schedules); another "
+                   "reaper does.")
+@LISTEN_URL_OPTION
 @with_metrics_port
 @click.pass_context
 def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webhook, retain,
-           no_retention, metrics_port, metrics_host):
+           no_retention, no_schedules, listen_database_url, metrics_port, metrics_host):
     """Reap expired leases, recover enqueue_failed, move due retries, re-push lost signals."""
     from ..reaper import Reaper
 
     require_schema(database_url_for(ctx, "reaper"))
+    if dead_letter_webhook:
+        listen_database_url = _listen_url(ctx, "reaper", listen_database_url,
+                                          "the reaper's dead-letter forwarder")
     setup_logging(ctx, "reaper")
     _serve_metrics(metrics_port, metrics_host, "reaper")
     _serve(Reaper(database_url_for(ctx, "reaper"), redis_url_for(ctx), interval=interval,
                   stale_after=stale_after, queues=queues_from(app_ref, queues), batch=batch,
                   dead_letter_webhook=dead_letter_webhook,
-                  retain=None if no_retention else retain))
+                  retain=None if no_retention else retain, schedules=not no_schedules,
+                  listen_database_url=listen_database_url))
 
 
 @click.command()
@@ -153,17 +180,21 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
 @click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
 @click.option("--queue", "queues", multiple=True, help="Queue to poll (repeatable).")
 @click.option("--app", "app_ref", default=None, help="Also poll the queues of this App.")
+@LISTEN_URL_OPTION
 @with_metrics_port
 @click.pass_context
-def relay(ctx, poll_interval, stale_after, queues, app_ref, metrics_port, metrics_host):
+def relay(ctx, poll_interval, stale_after, queues, app_ref, listen_database_url, metrics_port,
+          metrics_host):
     """Push the ids that SQL producers announce on jobs_submitted."""
     from ..relay import Relay
 
     require_schema(database_url_for(ctx, "relay"))
+    listen_database_url = _listen_url(ctx, "relay", listen_database_url, "the relay")
     setup_logging(ctx, "relay")
     _serve_metrics(metrics_port, metrics_host, "relay")
     _serve(Relay(database_url_for(ctx, "relay"), redis_url_for(ctx), poll_interval=poll_interval,
-                 stale_after=stale_after, queues=queues_from(app_ref, queues)))
+                 stale_after=stale_after, queues=queues_from(app_ref, queues),
+                 listen_database_url=listen_database_url))
 
 
 @click.command()

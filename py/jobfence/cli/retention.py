@@ -1,4 +1,5 @@
-"""``jobfence prune``: retention by hand, in bounded slices (each its own transaction)."""
+"""``jobfence prune``: retention by hand, in bounded slices (each its own transaction), then
+the history's day partitions that only pruned jobs had events in are dropped whole."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from .common import POSITIVE_SECONDS, client_for, json_option, json_out, map_err
 @click.pass_context
 @map_errors
 def prune(ctx, older_than, batch, as_json):
-    """Delete finished jobs, with their history, older than --older-than (jobs.prune)."""
+    """Delete finished jobs, with their history, older than --older-than (jobs.prune, then
+    jobs.drop_event_partitions)."""
     started = time.monotonic()
     total = 0
     with client_for(ctx) as client:
@@ -31,11 +33,15 @@ def prune(ctx, older_than, batch, as_json):
                            err=True, nl=False)
             if pruned < batch:
                 break
+        # The partitions ahead too, so a database without a reaper keeps them.
+        client.db.create_event_partitions()
+        dropped = client.db.drop_event_partitions(older_than)
     seconds = round(time.monotonic() - started, 2)
     if as_json:
-        json_out({"pruned": total, "older_than_seconds": older_than, "seconds": seconds})
+        json_out({"pruned": total, "event_partitions_dropped": dropped, "older_than_seconds": older_than,
+                  "seconds": seconds})
     else:
         if sys.stderr.isatty():
             click.echo("", err=True)
-        click.echo(f"pruned {total:,} finished jobs older than {older_than:g}s (with their events) "
-                   f"in {seconds}s")
+        click.echo(f"pruned {total:,} finished jobs older than {older_than:g}s and dropped {dropped} "
+                   f"event partitions in {seconds}s")

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from .common import POSITIVE_SECONDS, cfg, json_option, json_out, map_errors, table
+from .common import (POSITIVE_SECONDS, cfg, json_option, json_out, map_errors,
+                     read_database_url_for, table)
 
 
 def _target(url: str) -> str:
@@ -23,10 +24,21 @@ def _target(url: str) -> str:
     return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
 
 
+def _paused(ctx: click.Context) -> dict[str, dict]:
+    """The paused queues by name (``jobs.paused_queues``)."""
+    from ..db import Database
+
+    db = Database(read_database_url_for(ctx), max_size=1, name="jobfence-stats")
+    try:
+        return {r["queue"]: r for r in db.paused_queues()}
+    finally:
+        db.close()
+
+
 def _reader(ctx: click.Context):
     from ..dashboard import Reader
 
-    return Reader(cfg(ctx)["database_url"])
+    return Reader(read_database_url_for(ctx))
 
 
 @click.command()
@@ -42,13 +54,25 @@ def stats(ctx, since, as_json):
 
     with _reader(ctx) as reader:
         snap = reader.read(since)
+    paused = _paused(ctx)
     if as_json:
-        json_out(snap.to_json())
+        json_out({**snap.to_json(), "paused_queues": [
+            {"queue": q, "paused_at": r["paused_at"].isoformat(), "paused_by": r["paused_by"]}
+            for q, r in paused.items()]})
         return
     depth, kinds = depth_table(snap), kinds_table(snap)
     click.echo("queues (now)")
-    click.echo(table(depth.headers, depth.text_rows()) if depth.rows
-               else "no queues and no declared kinds")
+    # Paused: its jobs are not claimed until `jobfence resume QUEUE`. The column is there only
+    # while some queue is paused, so the usual report keeps its shape.
+    rows = depth.text_rows()
+    headers = depth.headers
+    if paused:
+        rows = [row + ["paused" if row[0] in paused else ""] for row in rows]
+        headers = headers + ["state"]
+    click.echo(table(headers, rows) if depth.rows else "no queues and no declared kinds")
+    unlisted = sorted(set(paused) - {row[0] for row in rows})
+    if unlisted:
+        click.echo("paused, holding no job: " + ", ".join(unlisted))
     click.echo("")
     click.echo(f"kinds over the {window_caption(snap)}")
     click.echo(table(kinds.headers, kinds.text_rows()) if kinds.rows else "no kinds")

@@ -13,7 +13,7 @@ from psycopg import IsolationLevel
 from psycopg.rows import dict_row
 
 from .. import sql
-from ..db import Database
+from ..db import Database, connect_kwargs
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,10 @@ class Reader:
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(
-                self.url, autocommit=True, application_name=self.name,
-                connect_timeout=max(1, int(round(self.connect_timeout))),
-                options=f"-c statement_timeout={int(self.statement_timeout * 1000)}")
+            kwargs = connect_kwargs(self.name, self.statement_timeout)
+            self._local_timeout = "options" not in kwargs
+            conn = psycopg.connect(self.url, connect_timeout=max(1, int(round(self.connect_timeout))),
+                                   **kwargs)
             # Both views in one snapshot, so the backlog and the window's counts agree.
             conn.isolation_level = IsolationLevel.REPEATABLE_READ
             conn.read_only = True
@@ -79,6 +79,9 @@ class Reader:
         conn = self._connection()
         try:
             with conn.transaction():
+                if self._local_timeout:
+                    conn.execute(sql.SET_LOCAL_STATEMENT_TIMEOUT.format(
+                        ms=int(self.statement_timeout * 1000)))
                 depth = Database.run(conn, sql.QUEUE_DEPTH, None, dict_row)
                 metrics = Database.run(conn, sql.METRICS,
                                        {"since": timedelta(seconds=float(since))}, dict_row)

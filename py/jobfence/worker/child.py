@@ -1,6 +1,6 @@
 """A handler process of the process executor: ``python -m jobfence.worker.child FD FORMAT
 LEVEL WORKER``. Reads (module, qualname, lease, worker) from the socket FD, runs the handler,
-answers ("ok", result) or ("err", error, retryable). The worker kills it when the job must
+answers ("ok", result), ("err", error, retryable) or ("snooze", seconds). The worker kills it when the job must
 stop; it never talks to PostgreSQL or Redis itself."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection
 
 from .. import log as jlog
 from ..app import Context
-from ..errors import NonRetryable
+from ..errors import NonRetryable, Snooze
 from .common import JobLogger
 
 
@@ -50,6 +50,8 @@ def main(argv: list[str]) -> int:
             else:
                 result = fn(lease.job_id, lease.payload, ctx)
             reply = ("ok", result)
+        except Snooze as exc:
+            reply = ("snooze", exc.seconds)
         except NonRetryable as exc:
             reply = ("err", f"{type(exc).__name__}: {exc}"[:2000], False)
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: the job's failure

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import psycopg
 import redis
@@ -24,6 +25,9 @@ from .common import Backoff, Host, Job, JobLogger, describe, event, logger, sqls
 
 
 MOVE_DUE_EVERY = 0.5
+# How often the paused queues are read: a paused queue is left out of the pops, so its ids
+# wait in Redis for the resume instead of being popped and refused.
+PAUSES_EVERY = 1.0
 
 
 class Claimer:
@@ -35,6 +39,8 @@ class Claimer:
         # Paces the loop after claims that failed for reasons other than a lost server.
         self._claim_backoff = Backoff(first=0.5, cap=5.0)
         self._loggers: dict[str, logging.Logger] = {}
+        self.paused: frozenset[str] = frozenset()
+        self._pauses_read_at = float("-inf")
 
     def active(self) -> int:
         """Jobs claimed whose handler has not returned yet (waiting or running)."""
@@ -58,7 +64,11 @@ class Claimer:
                     for q in w.queues:
                         self._move_due(q)
                     next_move = now + MOVE_DUE_EVERY
-                ids = w.transport.pop(w.queues, room, w.pop_timeout)
+                queues = self._serving(now)
+                if not queues:
+                    w.wait_stop(w.pop_timeout)
+                    continue
+                ids = w.transport.pop(queues, room, w.pop_timeout)
                 backoff.reset()
                 metrics.REDIS.ok()
             except redis.RedisError as exc:
@@ -86,6 +96,26 @@ class Claimer:
                                                "error": f"{type(exc).__name__}: {exc}"}})
                 w.wait_stop(delay)
 
+    def _serving(self, now: float) -> list[str]:
+        """The worker's queues less the paused ones, read at most every PAUSES_EVERY. If the
+        read fails the last answer stands: the claims refuse a paused queue's jobs anyway."""
+        if now - self._pauses_read_at >= PAUSES_EVERY:
+            self._pauses_read_at = now
+            try:
+                paused = frozenset(r["queue"] for r in self.db.paused_queues())
+            except (psycopg.Error, JobfenceError) as exc:
+                event(logging.DEBUG, "pauses_unread", "could not read the paused queues",
+                      error=str(exc), worker=self.w.name)
+            else:
+                if paused != self.paused:
+                    changed = sorted(paused.symmetric_difference(self.paused) & set(self.w.queues))
+                    if changed:
+                        event(logging.INFO, "queues_paused", "paused queues changed",
+                              paused=sorted(paused & set(self.w.queues)), changed=changed,
+                              worker=self.w.name)
+                    self.paused = paused
+        return [q for q in self.w.queues if q not in self.paused]
+
     def _move_due(self, queue: str) -> None:
         try:
             self.w.transport.move_due(queue)
@@ -97,15 +127,14 @@ class Claimer:
                 "until the key is repaired", exc.key, exc, queue=queue, worker=self.w.name)
 
     def _give_back(self, ids: list[int]) -> None:
-        """Ids popped as the stop came in: a stopping worker takes no new work."""
-        if len(self.w.queues) == 1:
-            try:
-                self.w.transport.push_ids(self.w.queues[0], ids)
+        """Ids popped as the stop came in: a stopping worker takes no new work. They go back
+        to the head of the list they came from (their queue and priority band)."""
+        try:
+            if self.w.transport.give_back(ids):
                 return
-            except redis.RedisError as exc:
-                error = str(exc)
-        else:
-            error = "popped from one of several queues"
+            error = "no list to give them back to"
+        except redis.RedisError as exc:
+            error = str(exc)
         # Only signals: PostgreSQL keeps the jobs queued and the stale sweep re-pushes them.
         event(logging.INFO, "signals_dropped_at_stop", "stopping: left popped ids to the "
               "stale sweep", job_ids=ids[:50], error=error, worker=self.w.name)
@@ -133,9 +162,28 @@ class Claimer:
                 break
         if leases:
             self.start(leases)
+        if len(leases) < len(ids):
+            self._signal_held_back(ids, leases)
         if pause:
             # After starting what was claimed: its lease clock is already running.
             w.wait_stop(pause)
+
+    def _signal_held_back(self, ids: list[int], leases: list[Lease]) -> None:
+        """Ids a claim did not grant have lost their signal. Most were simply not claimable
+        (a duplicate, a job already done); those a kind's global limit held back are pushed
+        again, delayed until the limit may let them through, else nothing would wake them
+        while the queue stays busy. One more round trip, only after a partial grant."""
+        granted = {lease.job_id for lease in leases}
+        missing = [i for i in ids if i not in granted]
+        try:
+            held = self.db.held_back(missing)
+            if held:
+                self.w.transport.push([s.push_tuple() for s in held])
+        except (psycopg.Error, JobfenceError, redis.RedisError) as exc:
+            # Still queued in PostgreSQL: the reaper's stale sweep signals them later.
+            event(logging.WARNING, "held_back_unsignalled", "could not signal the jobs a "
+                  "kind's limit held back; the reaper's sweep will", error=str(exc),
+                  job_ids=missing[:20], worker=self.w.name)
 
     def start(self, leases: list[Lease]) -> None:
         w = self.w
@@ -149,7 +197,7 @@ class Claimer:
             task = tasks.get(lease.kind)
             ctx = Context(lease, name, JobLogger(self._logger(lease.kind), {
                 "job_id": lease.job_id, "lease_version": lease.lease_version,
-                "worker": name, "kind": lease.kind}))
+                "worker": name, "kind": lease.kind}), progress=self._progress)
             job = Job(lease, task, ctx, now, wall)
             held[lease.job_id] = job
             jobs.append(job)
@@ -158,6 +206,10 @@ class Claimer:
                       attempt=lease.attempt, **job.fields(name))
         self.claimed += len(jobs)
         w.dispatch(jobs)
+
+    def _progress(self, lease: Lease, value: Any):
+        """ctx.progress, from the handler's own thread: one jobs.progress call."""
+        return self.w.db.progress_lease(lease, self.w.name, value)
 
     def _logger(self, kind: str) -> logging.Logger:
         found = self._loggers.get(kind)

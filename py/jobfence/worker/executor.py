@@ -21,9 +21,9 @@ import threading
 import time
 from typing import Any
 
-from ..errors import Cancelled, LeaseLost, NonRetryable
+from ..errors import Cancelled, LeaseLost, NonRetryable, Snooze
 from .common import RETURNED, RUNNING, Host, Job, check_result, event, logger
-from .reporter import DONE, FAIL_RET, GONE, LOST_RET, OK
+from .reporter import DONE, FAIL_RET, GONE, LOST_RET, OK, SNOOZE
 
 
 def failure_of(job: Job, exc: BaseException, worker: str) -> tuple[str, bool]:
@@ -75,6 +75,9 @@ class Outcomes:
 
     def raised(self, job: Job, exc: BaseException, *, owned: bool = False) -> None:
         job.state = RETURNED
+        if isinstance(exc, Snooze):
+            self.snoozed(job, exc.seconds, owned=owned)
+            return
         error, retry = failure_of(job, exc, self.w.name)
         if owned or job.take():
             self.add(FAIL_RET, job, error, retry)
@@ -86,6 +89,14 @@ class Outcomes:
         job.state = RETURNED
         if job.take():
             self.add(FAIL_RET, job, error, retryable)
+        else:
+            self.add(GONE, job)
+
+    def snoozed(self, job: Job, seconds: float, *, owned: bool = False) -> None:
+        """The handler said "not now" (``raise Snooze(seconds)``)."""
+        job.state = RETURNED
+        if owned or job.take():
+            self.add(SNOOZE, job, seconds)
         else:
             self.add(GONE, job)
 

@@ -9,6 +9,7 @@ so a caller cannot pair a fence with the wrong token. One statement per batch, a
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Sequence
 
 import psycopg
@@ -69,6 +70,20 @@ class LeaseDatabase(Database):
     def fail_leases(self, items: Sequence[tuple[Lease, str, bool]], worker: str) -> list[rows.Outcome]:
         """items: (lease, error, retryable); one outcome per item, in order."""
         return self._all(sql.FAIL_MANY_WITH_TOKEN, _fail_params(items, worker), rows.OUTCOME)
+
+    def snooze_leases(self, items: Sequence[tuple[Lease, float]], worker: str) -> list[rows.Outcome]:
+        """items: (lease, delay in seconds); one outcome per item, in order."""
+        return self._all(sql.SNOOZE_MANY_WITH_TOKEN, {
+            "job_ids": [lease.job_id for lease, _ in items], "worker": worker,
+            "lease_versions": [lease.lease_version for lease, _ in items],
+            "delays": [timedelta(seconds=delay) for _, delay in items],
+            "tokens": [lease.token for lease, _ in items]}, rows.OUTCOME)
+
+    def progress_lease(self, lease: Lease, worker: str, progress: Any) -> rows.Heartbeat:
+        """``jobs.progress``: store the job's progress; extends the lease like a heartbeat."""
+        return self._one(sql.PROGRESS_WITH_TOKEN, {
+            "job_id": lease.job_id, "worker": worker, "lease_version": lease.lease_version,
+            "progress": _jsonb(progress), "token": lease.token}, rows.HEARTBEAT)
 
     def finish_leases(self, completions: Sequence[tuple[Lease, Any]],
                       failures: Sequence[tuple[Lease, str, bool]],

@@ -132,6 +132,8 @@ class _Slot:
         if reply is not None:
             if reply[0] == "ok":
                 outcomes.returned(job, reply[1])
+            elif reply[0] == "snooze":
+                outcomes.snoozed(job, reply[1])
             else:
                 outcomes.failed(job, reply[1], reply[2])
             return

@@ -1,6 +1,6 @@
 """Reporting outcomes in batches: successes into ``jobs.complete_many``, failures into
-``jobs.fail_many`` — one round trip per flush — then the retry and wake-up signals in one
-Redis pipeline.
+``jobs.fail_many`` — one round trip per flush — and snoozes into ``jobs.snooze_many``, then
+the retry, snooze and wake-up signals in one Redis pipeline.
 
 Handlers append to a deque (thread-safe, no lock); this room's thread flushes when it holds
 ``flush_size`` items or ``linger`` seconds after the first one arrived.
@@ -26,7 +26,7 @@ from .common import (OUTCOME_RETRY_SECONDS, Backoff, Host, Job, describe, event,
 
 # Item kinds. Those up to LOST_RET mean "the handler side is done with this job" and free a
 # place in the claim budget; FAIL and LOST come from the lease keeper or the shutdown path.
-OK, DONE, FAIL_RET, GONE, LOST_RET, FAIL, LOST = range(7)
+OK, DONE, FAIL_RET, GONE, SNOOZE, LOST_RET, FAIL, LOST = range(8)
 _RETURNED = LOST_RET
 
 
@@ -43,7 +43,7 @@ class Reporter:
         self.q: collections.deque = collections.deque()
         self.wake = threading.Event()
         self.returned = 0  # written by this thread only; the claimer reads it
-        self.stats = {"completed": 0, "retried": 0, "failed": 0, "lost": 0}
+        self.stats = {"completed": 0, "retried": 0, "snoozed": 0, "failed": 0, "lost": 0}
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="jobfence-reporter", daemon=True)
 
@@ -95,6 +95,7 @@ class Reporter:
         pop = self.q.popleft
         oks: list[tuple[Job, Any]] = []
         fails: list[tuple[Job, str, bool]] = []
+        snoozes: list[tuple[Job, float]] = []
         finished: list[tuple[Job, rows.Outcome | None, str | None]] = []
         returned = 0
         lost_jobs: list[Job] = []
@@ -111,6 +112,8 @@ class Reporter:
                 fails.append((job, a, b))
             elif op == DONE:
                 finished.append((job, a, None))
+            elif op == SNOOZE:
+                snoozes.append((job, a))
             elif op == LOST_RET or op == LOST:
                 lost_jobs.append(job)
         if returned:
@@ -119,17 +122,21 @@ class Reporter:
         for job in lost_jobs:
             self.stats["lost"] += 1
             self.w.forget(job)
-        if not oks and not fails and not finished:
+        if not oks and not fails and not finished and not snoozes:
             return
         try:
             done_oks, done_fails = self._send(oks, fails)
         except _Abandoned:
-            for job, *_ in oks + fails:
+            for job, *_ in oks + fails + snoozes:
                 self.w.forget(job)
             return
         finished.extend(done_oks)
         finished.extend(done_fails)
-        self._settle(finished)
+        snoozed: set[int] = set()
+        if snoozes:
+            finished.extend(self._snooze(snoozes))
+            snoozed = {job.job_id for job, _ in snoozes}
+        self._settle(finished, snoozed)
 
     # -- PostgreSQL -----------------------------------------------------------------------
     def _send(self, oks, fails):
@@ -211,6 +218,27 @@ class Reporter:
                 self.w.forget(job)
         return out
 
+    def _snooze(self, snoozes):
+        """snooze_many, rare enough to be its own statement; (job, outcome, note) each."""
+        name = self.w.name
+        try:
+            got = self._retrying(lambda: self.db.snooze_leases(
+                [(j.lease, delay) for j, delay in snoozes], name), "snooze_many")
+        except _Abandoned:
+            for job, _ in snoozes:
+                self.w.forget(job)
+            return []
+        except (psycopg.Error, JobfenceError) as exc:
+            event(logging.ERROR, "report_dropped",
+                  f"could not report {len(snoozes)} snooze(s) ({describe(exc)}); the reaper "
+                  "recovers the jobs when their leases expire", sqlstate=sqlstate(exc),
+                  worker=name, job_ids=[j.job_id for j, _ in snoozes][:50])
+            for job, _ in snoozes:
+                self.w.forget(job)
+            return []
+        by_id = {o.job_id: o for o in got}
+        return [(job, by_id.get(job.job_id), f"snoozed for {delay:g}s") for job, delay in snoozes]
+
     @staticmethod
     def _pair_ok(oks, got):
         by_id = {o.job_id: o for o in got}
@@ -244,7 +272,7 @@ class Reporter:
                 time.sleep(delay)
 
     # -- after PostgreSQL decided ---------------------------------------------------------
-    def _settle(self, finished) -> None:
+    def _settle(self, finished, snoozed: set[int] = frozenset()) -> None:
         name = self.w.name
         debug = logger.isEnabledFor(logging.DEBUG)
         stats = self.stats
@@ -265,6 +293,12 @@ class Reporter:
                     if debug:
                         event(logging.DEBUG, "completed", "job done", wake=outcome.wake or None,
                               duration_ms=_ms(job), **job.fields(name))
+                elif status == "queued" and job.job_id in snoozed:
+                    stats["snoozed"] += 1
+                    signals.append((job.job_id, job.lease.queue, outcome.run_after))
+                    if debug:
+                        event(logging.DEBUG, "snoozed", "job snoozed", run_after=outcome.run_after,
+                              **job.fields(name))
                 elif status == "queued":
                     stats["retried"] += 1
                     signals.append((job.job_id, job.lease.queue, outcome.run_after))
@@ -282,7 +316,7 @@ class Reporter:
             metrics.REPORTS_REJECTED.inc(stats["lost"] - lost_before)
         if woken:
             try:
-                signals.extend((s.job_id, s.queue, s.run_after) for s in self.db.signals(woken))
+                signals.extend(s.push_tuple() for s in self.db.signals(woken))
             except (psycopg.Error, JobfenceError) as exc:
                 event(logging.WARNING, "wake_lookup_failed",
                       "could not look up woken jobs; the reaper's sweep signals them later",

@@ -1,0 +1,36 @@
+-- Deploy jobfence:pause to pg
+-- requires: queue_pause
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.pause(queue text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    changed boolean;
+BEGIN
+    -- The rule of jobs.define_type: a queue no kind could have is a typo, not a pause.
+    IF queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+        RAISE EXCEPTION 'jobs.pause: queue % is malformed', coalesce(quote_literal(queue), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'Queue names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit.';
+    END IF;
+    -- Claims read jobs.queue_pause in their own statement, so jobs claimed before this
+    -- commits keep running; none is claimed after.
+    WITH paused AS (
+        INSERT INTO jobs.queue_pause AS p (queue) VALUES (pause.queue)
+        ON CONFLICT ON CONSTRAINT queue_pause_pkey DO NOTHING
+        RETURNING p.queue
+    ), logged AS (
+        INSERT INTO jobs.queue_pause_log (queue, action)
+        SELECT p.queue, 'paused' FROM paused AS p
+    )
+    SELECT count(*) > 0 INTO changed FROM paused;
+    RETURN changed;
+END $$;
+COMMENT ON FUNCTION jobs.pause(text) IS
+    'Pause a queue: its jobs stay queued and no claim (claim, claim_many, claim_next) grants them until jobs.resume; jobs already running go on. True if the queue was running (logged in jobs.queue_pause_log), false if already paused. 22023 for a malformed name. Granted to jobs_admin.';
+REVOKE ALL ON FUNCTION jobs.pause(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.pause(text) TO jobs_admin;
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:max_snoozes from pg
+BEGIN;
+DROP FUNCTION jobs.max_snoozes();
+COMMIT;

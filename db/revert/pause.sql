@@ -1,0 +1,4 @@
+-- Revert jobfence:pause from pg
+BEGIN;
+DROP FUNCTION jobs.pause(text);
+COMMIT;

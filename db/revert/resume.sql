@@ -1,0 +1,4 @@
+-- Revert jobfence:resume from pg
+BEGIN;
+DROP FUNCTION jobs.resume(text);
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:schedule_table from pg
+BEGIN;
+DROP TABLE jobs.schedule;
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:schedules from pg
+BEGIN;
+DROP FUNCTION jobs.schedules();
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:unschedule from pg
+BEGIN;
+DROP FUNCTION jobs.unschedule(text);
+COMMIT;

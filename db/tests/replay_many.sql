@@ -1,0 +1,58 @@
+-- pgTAP tests for jobs.replay_many: bulk dead-letter re-drive in one transaction, by kind,
+-- error pattern and failure time, bounded, returning what to signal.
+-- Contract: docs/sql-api.md "replay_many".
+BEGIN;
+SELECT plan(12);
+\ir helpers/lease_helpers.psql
+
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.rm', max_retries => 0);
+    PERFORM jobs.define_type('tc.rm.other', max_retries => 0);
+    PERFORM pg_temp.running('a', 'tc.rm', 'w1');
+    PERFORM jobs.fail(pg_temp.id('a'), 'w1', 1, 'timeout talking to bank');
+    PERFORM pg_temp.running('b', 'tc.rm', 'w1');
+    PERFORM jobs.fail(pg_temp.id('b'), 'w1', 1, 'card declined');
+    PERFORM pg_temp.running('c', 'tc.rm', 'w1');
+    PERFORM jobs.fail(pg_temp.id('c'), 'w1', 1, 'timeout talking to bank');
+    PERFORM pg_temp.running('o', 'tc.rm.other', 'w1');
+    PERFORM jobs.fail(pg_temp.id('o'), 'w1', 1, 'timeout talking to bank');
+    PERFORM pg_temp.running('d', 'tc.rm', 'w1');
+    PERFORM jobs.complete(pg_temp.id('d'), 'w1', 1);
+    PERFORM pg_temp.elapse(pg_temp.id('a'), interval '2 hours');
+END $$;
+
+SELECT results_eq($$ SELECT job_id, queue FROM jobs.replay_many('tc.rm', error_like => 'timeout%', max_jobs => 1) $$,
+    $$ VALUES (pg_temp.id('a'), 'default'::text) $$, 'replay_many: max_jobs bounds it, oldest failure first');
+SELECT results_eq($$ SELECT job_id FROM jobs.replay_many('tc.rm', error_like => 'timeout%') $$,
+    $$ VALUES (pg_temp.id('c')) $$, 'replay_many: the next call takes what is left of the match (not the declined card)');
+SELECT results_eq($$ SELECT status, retry_count, lease_version FROM jobs.job WHERE id IN (pg_temp.id('a'), pg_temp.id('c')) ORDER BY id $$,
+    $$ VALUES ('queued'::jobs.status, 0, 2::bigint), ('queued'::jobs.status, 0, 2::bigint) $$,
+    'replay_many: replayed jobs are queued with a fresh budget and lease_version + 1');
+SELECT is(pg_temp.last_event(pg_temp.id('c')), '(failed,queued,2,,replayed,"timeout talking to bank")',
+    'replay_many: a replayed event per job, the error kept');
+SELECT results_eq($$ SELECT status FROM jobs.job WHERE id IN (pg_temp.id('b'), pg_temp.id('o'), pg_temp.id('d')) ORDER BY id $$,
+    $$ VALUES ('failed'::jobs.status), ('failed'::jobs.status), ('done'::jobs.status) $$,
+    'replay_many: other errors, other kinds and done jobs untouched');
+
+DO $$ BEGIN PERFORM pg_temp.elapse(pg_temp.id('b'), interval '2 hours'); END $$;
+SELECT is_empty($$ SELECT * FROM jobs.replay_many(NULL, failed_since => now() - interval '1 hour', error_like => 'card%') $$,
+    'replay_many: failed_since leaves older failures alone');
+SELECT results_eq($$ SELECT job_id FROM jobs.replay_many(NULL) ORDER BY job_id $$,
+    $$ VALUES (pg_temp.id('b')), (pg_temp.id('o')) $$, 'replay_many: kind NULL -> every kind');
+
+-- fan-in: a replayed child makes its waiting coordinator wait again
+DO $$ DECLARE coord bigint; BEGIN
+    coord := (jobs.fan_out('[{"kind": "tc.rm"}, {"kind": "tc.rm"}]', '{"kind": "tc.rm.other"}')).id;
+    INSERT INTO ids VALUES ('coord', coord);
+    PERFORM jobs.claim(j.id, 'w5') FROM jobs.job AS j WHERE j.parent_id = coord;
+    PERFORM jobs.fail(j.id, 'w5', 1, 'child broke') FROM jobs.job AS j WHERE j.parent_id = coord;
+END $$;
+SELECT is((SELECT pending_children FROM jobs.job WHERE id = pg_temp.id('coord')), 0, 'replay_many: setup -> both children failed');
+SELECT is((SELECT count(*) FROM jobs.replay_many('tc.rm', error_like => 'child broke')), 2::bigint, 'replay_many: both children replayed');
+SELECT is((SELECT pending_children FROM jobs.job WHERE id = pg_temp.id('coord')), 2, 'replay_many: the coordinator counts both again');
+
+SELECT throws_ok($$ SELECT * FROM jobs.replay_many('tc.rm', max_jobs => 0) $$, '22023', NULL, 'replay_many: max_jobs 0 -> 22023');
+SELECT is_empty($$ SELECT * FROM jobs.audit() WHERE violations > 0 $$, 'replay_many: jobs.audit finds every replay legal');
+
+SELECT * FROM finish();
+ROLLBACK;
