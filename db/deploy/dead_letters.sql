@@ -21,8 +21,12 @@ BEGIN
     SELECT j.id, j.kind, j.queue, j.error, j.retry_count, j.max_retries, last.reason, j.finished_at
       FROM (SELECT DISTINCT w.id FROM unnest(job_ids) AS w(id)) AS w
       JOIN jobs.job AS j ON j.id = w.id AND j.status = 'failed'
+     -- The failing transition is written at the job's finished_at (both are its now()) and
+     -- nothing follows it while the job stays failed: at >= finished_at prunes the lookup
+     -- to the partitions of that day on, instead of probing every day's index.
      CROSS JOIN LATERAL (SELECT e.reason FROM jobs.event AS e
-                          WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS last
+                          WHERE e.job_id = j.id AND e.at >= j.finished_at
+                          ORDER BY e.id DESC LIMIT 1) AS last
      WHERE last.reason IN ('exhausted', 'failed')
      ORDER BY j.id;
 END $$;

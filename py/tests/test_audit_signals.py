@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import psycopg
 import redis as redis_lib
 
 from conftest import REPO, _free_port

@@ -8,18 +8,15 @@ same pool cannot even connect (a statement timeout is a startup option PgBouncer
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from conftest import wait_until
+import core_cases
 from pooler_helpers import PGBOUNCER, PgBouncer
 
 pytestmark = pytest.mark.skipif(not Path(PGBOUNCER).exists(),
@@ -51,39 +48,8 @@ def test_core_cases_through_pgbouncer_in_transaction_mode(pooled, procs, redis_u
     from jobfence import Client
 
     with Client(pooled, redis_url) as client:
-        batch = client.submit_many([{"kind": "noop", "payload": {"i": i}} for i in range(300)])
-        retried = client.submit("flaky", {"fail_times": 2})
-        delayed = client.submit("noop", {"late": True},
-                                run_after=datetime.now(timezone.utc) + timedelta(seconds=1))
-        coordinator = client.fan_out([{"kind": "noop"} for _ in range(5)], {"kind": "noop"})
-        ordered = [client.submit("noop", {"n": n}, ordering_key="account-7") for n in range(5)]
-        # A SQL producer (notify => true) through the bouncer: the relay hears it directly.
-        with psycopg.connect(pooled, autocommit=True, prepare_threshold=None) as c:
-            from_sql = c.execute("SELECT (jobs.submit('noop', '{\"sql\": true}')).id").fetchone()[0]
-        procs.reaper()
-        relay = procs.start("relay", "relay", "--stale-after", "0.5")
-        relay.wait_for("relay_listening")
-        # Reaped: its worker is killed mid-job; the reaper takes the lease back through the
-        # bouncer and another worker finishes it.
-        doomed = procs.worker("doomed", "--concurrency", "1")
-        reaped = client.submit("sleep", {"seconds": 1.5})
-        wait_until(lambda: client.get(reaped).status == "processing", 20, what="sleep claimed")
-        doomed.proc.send_signal(signal.SIGKILL)
-        for name in ("w1", "w2"):
-            procs.worker(name, "--batch", "50")
-        ids = batch + [retried, delayed, coordinator, from_sql, reaped] + ordered
-        wait_until(lambda: client.status_counts(ids).get("done", 0) == len(ids), 60,
-                   what="every job done through pgbouncer")
-
-        assert [e.reason for e in client.events(retried)].count("retried") == 2
-        assert "reaped" in [e.reason for e in client.events(reaped)]
-        assert client.get(delayed).claimed_at >= client.get(delayed).run_after
-        children = client.children(coordinator)
-        assert max(c.finished_at for c in children) <= client.get(coordinator).claimed_at
-        finished = [client.get(i).finished_at for i in ordered]
-        assert finished == sorted(finished), "one ordering key runs in id order"
-    with psycopg.connect(declared, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM jobs.audit() WHERE violations > 0").fetchone()[0] == 0
+        core_cases.run(procs, client, sql_url=pooled, audit_url=declared,
+                       what="every job done through pgbouncer")
     for p in procs.started:
         assert not p.find("db_unavailable"), p.tail()
         assert "prepared statement" not in p.tail(200)

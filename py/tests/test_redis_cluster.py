@@ -16,6 +16,7 @@ import psycopg
 import pytest
 import redis
 
+import core_cases
 from conftest import wait_until
 from redis_topologies import Cluster
 
@@ -72,6 +73,15 @@ def test_queues_on_different_nodes_through_a_cluster(cluster, procs, clean_db, t
     assert not w.find("pop_failed") and not w.find("redis_unavailable"), w.tail()
     with psycopg.connect(clean_db, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM jobs.audit() WHERE violations > 0").fetchone()[0] == 0
+
+
+def test_core_cases_through_a_cluster(cluster, procs, declared):
+    from jobfence import Client
+
+    procs.use_redis(cluster.url)
+    with Client(declared, cluster.url) as client:
+        core_cases.run(procs, client, sql_url=declared, audit_url=declared,
+                       what="every job done through the cluster")
 
 
 def test_an_idle_worker_on_a_cluster_wakes_for_each_queue(cluster, procs, clean_db, tmp_path):

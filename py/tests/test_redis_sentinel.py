@@ -1,7 +1,7 @@
-"""Redis behind Sentinel (docs/scaling.md, "Redis Sentinel and Redis Cluster"): workers,
-the reaper and producers reach the primary that a real Sentinel names; the primary is
-killed mid-run, Sentinel promotes the replica, and every job still ends done — signals
-Redis lost in the failover are rebuilt from PostgreSQL."""
+"""Redis behind Sentinel (docs/scaling.md, "Redis Sentinel"): workers, the reaper, the relay
+and producers reach the primary that a real Sentinel names; the core cases run while the
+primary is killed and Sentinel promotes the replica, and every job still ends done —
+signals Redis lost in the failover are rebuilt from PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import core_cases
 from conftest import wait_until
 from redis_topologies import SentinelSet
 
@@ -27,27 +28,29 @@ def sentinel_set():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def test_jobs_survive_a_sentinel_failover(sentinel_set, procs, declared):
+def test_core_cases_survive_a_sentinel_failover(sentinel_set, procs, declared):
     from jobfence import Client
 
     procs.use_redis(sentinel_set.url)
-    procs.reaper()
-    procs.worker("w1", "--batch", "20")
+    during: list[int] = []
     with Client(declared, sentinel_set.url) as client:
-        before = client.submit_many([{"kind": "noop", "payload": {"i": i}} for i in range(100)])
-        wait_until(lambda: client.status_counts(before).get("done", 0) == 100, 30,
-                   what="jobs before the failover done")
         first = sentinel_set.primary()
-        sentinel_set.kill_primary()
-        # Submitted while no primary answers: parked as enqueue_failed, or pushed to the
-        # new primary; either way PostgreSQL has them and the reaper signals them.
-        during = client.submit_many([{"kind": "noop", "payload": {"i": i}} for i in range(100)])
-        wait_until(lambda: sentinel_set.primary() not in (None, first), 30,
-                   what="sentinel promoted the replica")
-        after = client.submit_many([{"kind": "flaky", "payload": {"fail_times": 1}} for _ in range(20)])
-        ids = before + during + after
+
+        def failover():
+            sentinel_set.kill_primary()
+            # Submitted while no primary answers: parked as enqueue_failed, or pushed to the
+            # new primary; either way PostgreSQL has them and the reaper signals them.
+            during.extend(client.submit_many([{"kind": "noop", "payload": {"i": i}}
+                                              for i in range(100)]))
+            wait_until(lambda: sentinel_set.primary() not in (None, first), 30,
+                       what="sentinel promoted the replica")
+
+        core_cases.run(procs, client, sql_url=declared, audit_url=declared, batch=100,
+                       before_workers=failover, what="every job done across the failover")
+        after = client.submit_many([{"kind": "flaky", "payload": {"fail_times": 1}}] * 20)
+        ids = during + after
         wait_until(lambda: client.status_counts(ids).get("done", 0) == len(ids), 60,
-                   what="every job done after the failover")
+                   what="jobs submitted during and after the failover done")
     assert sentinel_set.primary() == sentinel_set.replica_port
     with psycopg.connect(declared, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM jobs.audit() WHERE violations > 0").fetchone()[0] == 0

@@ -10,7 +10,7 @@ import socket
 
 import click
 
-from .common import (EXIT_USAGE, Fail, cfg, database_url_for, exit_process, read_database_url_for,
+from .common import (EXIT_USAGE, Fail, database_url_for, exit_process, read_database_url_for,
                      redis_url_for, require_schema, setup_logging)
 
 TOKENS_ENV = "JOBFENCE_API_TOKENS"
@@ -92,7 +92,6 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
                    loopback=is_loopback(host))
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
-    conf = cfg(ctx)
 
     def ready():
         jlog.event(logger, logging.INFO, "api_listening", "HTTP API ready", host=host,

@@ -8,7 +8,7 @@ import threading
 
 import click
 
-from .common import (EXIT_UNAVAILABLE, EXIT_USAGE, Fail, cfg, exit_process, read_database_url_for,
+from .common import (EXIT_UNAVAILABLE, EXIT_USAGE, Fail, exit_process, read_database_url_for,
                      setup_logging)
 
 # jobs.metrics reads whole minutes and refuses windows beyond 400 days.
@@ -65,7 +65,6 @@ def metrics(ctx, port, host, window, burn_windows, once):
     if port is None and not once:
         raise click.UsageError("Missing option '--port' (or --once for a single scrape).")
     setup_logging(ctx, "exporter")
-    conf = cfg(ctx)
     # A scrape must answer within Prometheus's scrape timeout (10 s by default) even when
     # the server is away: wait briefly for a connection and bound every statement.
     db = Database(read_database_url_for(ctx), max_size=2, name="jobfence-exporter", timeout=3.0,

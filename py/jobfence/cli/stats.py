@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import (POSITIVE_SECONDS, cfg, json_option, json_out, map_errors,
+from .common import (POSITIVE_SECONDS, json_option, json_out, map_errors,
                      read_database_url_for, table)
 
 
