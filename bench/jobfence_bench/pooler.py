@@ -31,21 +31,30 @@ class WaitSampler(threading.Thread):
         super().__init__(daemon=True)
         self.url, self.stop_event = url, threading.Event()
         self.counts: collections.Counter = collections.Counter()
+        # Which call the backends waiting on a row lock were running (the function named).
+        self.lock_waits: collections.Counter = collections.Counter()
 
     def run(self) -> None:
         with connect(self.url) as conn:
             while not self.stop_event.wait(0.05):
-                for kind, event, n in conn.execute(
-                        "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, ''), count(*)"
+                for kind, event, call, n in conn.execute(
+                        "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, ''),"
+                        "       CASE WHEN wait_event_type = 'Lock' THEN substring(query FROM 'jobs\\.[a-z_]+') END,"
+                        "       count(*)"
                         "  FROM pg_stat_activity WHERE datname = current_database()"
-                        "   AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1, 2"):
+                        "   AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1, 2, 3"):
                     self.counts[f"{kind}:{event}" if event else kind] += n
+                    if call:
+                        self.lock_waits[call] += n
 
     def shares(self) -> dict:
         self.stop_event.set()
         self.join(5)
         total = sum(self.counts.values()) or 1
-        return {k: round(v / total, 3) for k, v in self.counts.most_common(6)}
+        out = {k: round(v / total, 3) for k, v in self.counts.most_common(6)}
+        waits = sum(self.lock_waits.values()) or 1
+        out["lock waits by call"] = {k: round(v / waits, 2) for k, v in self.lock_waits.most_common(3)}
+        return out
 
 
 def _bouncer_class():

@@ -167,8 +167,12 @@ def pooler_table(pooler: dict | None) -> list[str]:
             lines.append(ROW.format("    submit→done p50 / p99", " / ".join(f"{f['median']:,.1f}" for f in done),
                                     "", "", "ms"))
         if r.get("pg_waits"):
+            shares = {k: v for k, v in r["pg_waits"].items() if not isinstance(v, dict)}
             lines.append("    PostgreSQL backends: " + ", ".join(
-                f"{k} {v:.0%}" for k, v in list(r["pg_waits"].items())[:4]))
+                f"{k} {v:.0%}" for k, v in list(shares.items())[:4]))
+            calls = r["pg_waits"].get("lock waits by call")
+            if calls:
+                lines.append("    row-lock waits in: " + ", ".join(f"{k} {v:.0%}" for k, v in calls.items()))
     return lines
 
 
