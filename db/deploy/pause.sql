@@ -1,5 +1,6 @@
 -- Deploy jobfence:pause to pg
 -- requires: queue_pause
+-- requires: check_queue
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.pause(queue text)
 RETURNS boolean
@@ -10,12 +11,7 @@ AS $$
 DECLARE
     changed boolean;
 BEGIN
-    -- The rule of jobs.define_type: a queue no kind could have is a typo, not a pause.
-    IF queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
-        RAISE EXCEPTION 'jobs.pause: queue % is malformed', coalesce(quote_literal(queue), 'NULL')
-            USING ERRCODE = '22023',
-                  HINT = 'Queue names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit.';
-    END IF;
+    PERFORM jobs.check_queue('jobs.pause', queue);
     -- Claims read jobs.queue_pause in their own statement, so jobs claimed before this
     -- commits keep running; none is claimed after.
     WITH paused AS (

@@ -1,5 +1,6 @@
 -- Deploy jobfence:resume to pg
 -- requires: queue_pause
+-- requires: check_queue
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.resume(queue text)
 RETURNS boolean
@@ -10,11 +11,7 @@ AS $$
 DECLARE
     changed boolean;
 BEGIN
-    IF queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
-        RAISE EXCEPTION 'jobs.resume: queue % is malformed', coalesce(quote_literal(queue), 'NULL')
-            USING ERRCODE = '22023',
-                  HINT = 'Queue names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit.';
-    END IF;
+    PERFORM jobs.check_queue('jobs.resume', queue);
     WITH resumed AS (
         DELETE FROM jobs.queue_pause AS p WHERE p.queue = resume.queue RETURNING p.queue
     ), logged AS (

@@ -44,6 +44,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.types()', 'setof jobs.job_type', NULL, true),
     ('jobs.transitions()', 'TABLE(reason text, from_status jobs.status, to_status jobs.status, bumps_lease_version boolean)', '{reason,from_status,to_status,bumps_lease_version}', true),
     ('jobs.check_worker(text,text)', NULL, NULL, false),
+    ('jobs.check_queue(text,text)', NULL, NULL, false),
     ('jobs.own_jobs_only(boolean)', NULL, NULL, false),
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
     ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text,interval[])', NULL, NULL, false),
