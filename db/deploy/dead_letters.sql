@@ -22,10 +22,10 @@ BEGIN
       FROM (SELECT DISTINCT w.id FROM unnest(job_ids) AS w(id)) AS w
       JOIN jobs.job AS j ON j.id = w.id AND j.status = 'failed'
      -- The failing transition is written at the job's finished_at (both are its now()) and
-     -- nothing follows it while the job stays failed: at >= finished_at prunes the lookup
-     -- to the partitions of that day on, instead of probing every day's index.
+     -- nothing follows it while the job stays failed: at = finished_at prunes the lookup to
+     -- that day's partition (and the default one), however many days are kept.
      CROSS JOIN LATERAL (SELECT e.reason FROM jobs.event AS e
-                          WHERE e.job_id = j.id AND e.at >= j.finished_at
+                          WHERE e.job_id = j.id AND e.at = j.finished_at
                           ORDER BY e.id DESC LIMIT 1) AS last
      WHERE last.reason IN ('exhausted', 'failed')
      ORDER BY j.id;

@@ -139,9 +139,11 @@ def test_per_kind_timeout_fails_the_attempt(procs, client):
 
 def test_sigterm_drains_in_flight_jobs_and_exits_zero(procs, client):
     w = procs.worker("w1", "--concurrency", "3", "--grace", "20")
-    ids = [client.submit("sleep", {"seconds": 1.5}) for _ in range(3)]
-    wait_until(lambda: all(client.get(i).status == "processing" for i in ids), 10,
-               what="three jobs running")
+    # "steps" reports progress after its first step: proof that its handler started (a job
+    # claimed but not yet started is handed back at shutdown, by design).
+    ids = [client.submit("steps", {"steps": 3, "seconds": 0.5}) for _ in range(3)]
+    wait_until(lambda: all(client.get(i).progress for i in ids), 10,
+               what="three handlers running")
     w.signal(signal.SIGTERM)
     w.wait_for("stopping")
     late = client.submit("noop")
