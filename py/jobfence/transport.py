@@ -347,8 +347,8 @@ class Transport:
         fullest-priority ready list is found with one pipeline of LLEN (served by every node
         at once) and popped without blocking; when all are empty the pop blocks on each slot
         in turn for its share of ``timeout``."""
-        groups = self._slot_groups(keys)
-        if len(groups) == 1:
+        groups = self._slot_groups(keys) if self._cluster else None
+        if groups is None or len(groups) == 1:
             return self.redis.blmpop(timeout, len(keys), *map(_raw, keys),
                                      direction="RIGHT", count=count)
         pipe = self.redis.pipeline(transaction=False)
@@ -356,7 +356,7 @@ class Transport:
             pipe.llen(_raw(key))
         for key, length in zip(keys, pipe.execute()):
             if length:
-                group = groups[self._slot_of(key)]
+                group = groups[self.redis.keyslot(key)]
                 found = self.redis.lmpop(len(group), *map(_raw, group), direction="RIGHT",
                                          count=count)
                 if found:
@@ -369,14 +369,11 @@ class Transport:
                 return found
         return None
 
-    def _slot_of(self, key: str) -> int | None:
-        return self.redis.keyslot(key) if self._cluster else None
-
-    def _slot_groups(self, keys: list[str]) -> dict:
-        """keys by hash slot, each group in the order given (one group off a cluster)."""
-        groups: dict = {}
+    def _slot_groups(self, keys: list[str]) -> dict[int, list[str]]:
+        """A cluster's keys by hash slot, each group in the order given."""
+        groups: dict[int, list[str]] = {}
         for key in keys:
-            groups.setdefault(self._slot_of(key), []).append(key)
+            groups.setdefault(self.redis.keyslot(key), []).append(key)
         return groups
 
     def pop(self, queues: Sequence[str], count: int, timeout: float) -> list[int]:

@@ -192,12 +192,13 @@ class Claimer:
         held = w.held
         name = w.name
         debug = logger.isEnabledFor(logging.DEBUG)
+        progress = self._progress  # one bound method for the batch, not one per job
         jobs = []
         for lease in leases:
             task = tasks.get(lease.kind)
             ctx = Context(lease, name, JobLogger(self._logger(lease.kind), {
                 "job_id": lease.job_id, "lease_version": lease.lease_version,
-                "worker": name, "kind": lease.kind}), progress=self._progress)
+                "worker": name, "kind": lease.kind}), progress=progress)
             job = Job(lease, task, ctx, now, wall)
             held[lease.job_id] = job
             jobs.append(job)
