@@ -170,8 +170,10 @@ BEGIN
                coalesce((e.spec ->> 'priority')::smallint, t.priority) AS priority,
                coalesce(nullif(e.spec -> 'payload', 'null'), '{}') AS payload,
                -- A run_after in the past is now(): a late timestamp must not jump the queue.
+               -- A plain cast: the validation above parsed every run_after string, and each
+               -- call of parse_timestamptz is a subtransaction (its exception block).
                CASE WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
-                    THEN greatest(jobs.parse_timestamptz(e.spec ->> 'run_after'), now())
+                    THEN greatest((e.spec ->> 'run_after')::timestamptz, now())
                     ELSE now() END AS run_after,
                e.spec ->> 'idempotency_key' AS idempotency_key, e.spec ->> 'ordering_key' AS ordering_key
           FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
