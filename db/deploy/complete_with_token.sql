@@ -1,7 +1,6 @@
 -- Deploy jobfence:complete_with_token to pg
 -- requires: outcome
--- requires: raise_lease_lost
--- requires: finish_leases
+-- requires: finish_lease
 -- requires: check_worker
 BEGIN;
 -- jobs.complete with the lease token the claim returned: the same call, and the token must
@@ -13,19 +12,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    answer jobs.outcome;
 BEGIN
     PERFORM jobs.check_worker('jobs.complete', worker);
-    SELECT * INTO answer
-      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version], '{done}', ARRAY[result], '{NULL}',
-                              ARRAY[token], 'jobs.complete');
-    -- Raising (rather than returning accepted = false) rolls back effects the caller wrote
-    -- in the same transaction.
-    IF NOT answer.accepted THEN
-        PERFORM jobs.raise_lease_lost('jobs.complete', job_id, worker, lease_version);
-    END IF;
-    RETURN answer;
+    RETURN jobs.finish_lease('jobs.complete', job_id, worker, lease_version, 'done', result, NULL, token);
 END $$;
 COMMENT ON FUNCTION jobs.complete(bigint, text, bigint, jsonb, uuid) IS
     'jobs.complete presenting the lease token from claim_*_with_token: JB001 (nothing written) also when token is not the lease''s. 22023 for a result over 1 MiB.';

@@ -1,7 +1,6 @@
 -- Deploy jobfence:fail_with_token to pg
 -- requires: outcome
--- requires: raise_lease_lost
--- requires: finish_leases
+-- requires: finish_lease
 -- requires: check_worker
 BEGIN;
 -- jobs.fail with the lease token the claim returned.
@@ -12,8 +11,6 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    answer jobs.outcome;
 BEGIN
     PERFORM jobs.check_worker('jobs.fail', worker);
     IF error IS NULL OR btrim(error) = '' THEN
@@ -24,14 +21,8 @@ BEGIN
         RAISE EXCEPTION 'jobs.fail: retryable must be true or false, not NULL'
             USING ERRCODE = '22023', HINT = 'Use false for permanent errors that no retry can fix.';
     END IF;
-    SELECT * INTO answer
-      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version],
-                              ARRAY[CASE WHEN retryable THEN 'retry' ELSE 'fatal' END], '{NULL}', ARRAY[error],
-                              ARRAY[token], 'jobs.fail');
-    IF NOT answer.accepted THEN
-        PERFORM jobs.raise_lease_lost('jobs.fail', job_id, worker, lease_version);
-    END IF;
-    RETURN answer;
+    RETURN jobs.finish_lease('jobs.fail', job_id, worker, lease_version,
+                             CASE WHEN retryable THEN 'retry' ELSE 'fatal' END, NULL, error, token);
 END $$;
 COMMENT ON FUNCTION jobs.fail(bigint, text, bigint, text, boolean, uuid) IS
     'jobs.fail presenting the lease token from claim_*_with_token: JB001 (nothing written) also when token is not the lease''s. 22023 for an error over 64 KiB.';

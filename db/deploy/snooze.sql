@@ -1,7 +1,6 @@
 -- Deploy jobfence:snooze to pg
 -- requires: outcome
--- requires: raise_lease_lost
--- requires: finish_leases
+-- requires: finish_lease
 -- requires: check_worker
 BEGIN;
 -- "Not now": the handler gives the job back, to run again after delay, without spending its
@@ -14,17 +13,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    answer jobs.outcome;
 BEGIN
     PERFORM jobs.check_worker('jobs.snooze', worker);
-    SELECT * INTO answer
-      FROM jobs.finish_leases(ARRAY[job_id], ARRAY[worker], ARRAY[lease_version], '{snooze}', '{NULL}', '{NULL}',
-                              ARRAY[token], 'jobs.snooze', ARRAY[delay]);
-    IF NOT answer.accepted THEN
-        PERFORM jobs.raise_lease_lost('jobs.snooze', job_id, worker, lease_version);
-    END IF;
-    RETURN answer;
+    RETURN jobs.finish_lease('jobs.snooze', job_id, worker, lease_version, 'snooze', NULL, NULL, token, delay);
 END $$;
 COMMENT ON FUNCTION jobs.snooze(bigint, text, bigint, interval, uuid) IS
     'processing -> queued after delay (0 to 30 days), the retry budget untouched (event snoozed, lease_version + 1); past jobs.max_snoozes() snoozes the job fails instead, and a cancel request cancels it. JB001 when the lease is not held (token checked as in complete). 22023 for a delay out of range. The caller signals the job (outcome.run_after).';

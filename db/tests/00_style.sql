@@ -88,6 +88,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.progress(bigint,text,bigint,jsonb,uuid)', 'jobs.heartbeat', '{job_id,worker,lease_version,progress,token}', true),
     ('jobs.requeue_failed(bigint[])', NULL, NULL, false),
     ('jobs.hold_lease(text,bigint,text,bigint,uuid)', NULL, NULL, false),
+    ('jobs.finish_lease(text,bigint,text,bigint,text,jsonb,text,uuid,interval)', NULL, NULL, false),
     ('jobs.replay_many(text,text,timestamp with time zone,integer)', 'setof jobs.signal', '{kind,error_like,failed_since,max_jobs}', true),
     ('jobs.histogram_quantile(bigint[],double precision)', NULL, NULL, false);
 
