@@ -13,8 +13,10 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+    requeued_ids bigint[];
+    parent_ids bigint[];
 BEGIN
-    RETURN QUERY
     WITH requeued AS (
         UPDATE jobs.job AS j
            SET status = 'queued', retry_count = 0, snoozes = 0, lease_version = j.lease_version + 1,
@@ -22,21 +24,29 @@ BEGIN
                claimed_at = NULL, lease_expires_at = NULL, cancel_requested_at = NULL, updated_at = now()
          WHERE j.id = ANY (requeue_failed.job_ids)
            AND j.status = 'failed'
-        RETURNING j.id, j.queue, j.run_after, j.priority, j.lease_version, j.parent_id, j.error
+        RETURNING j.id, j.lease_version, j.parent_id, j.error
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, session_role, reason, error)
         SELECT r.id, now(), 'failed', 'queued', r.lease_version, quote_ident(session_user)::regrole, 'replayed', r.error
           FROM requeued AS r
-    ), parents AS (
-        -- pending_children counts unfinished children exactly: an unfinished child again
-        -- makes a coordinator that has not run yet wait for it once more.
-        UPDATE jobs.job AS p
-           SET pending_children = p.pending_children + c.n, updated_at = now()
-          FROM (SELECT r.parent_id, count(*)::integer AS n FROM requeued AS r
-                 WHERE r.parent_id IS NOT NULL GROUP BY r.parent_id) AS c
-         WHERE p.id = c.parent_id
     )
-    SELECT r.id, r.queue, r.run_after, r.priority FROM requeued AS r ORDER BY r.id;
+    SELECT coalesce(array_agg(r.id), '{}'), coalesce(array_agg(r.parent_id) FILTER (WHERE r.parent_id IS NOT NULL), '{}')
+      INTO requeued_ids, parent_ids
+      FROM requeued AS r;
+    -- pending_children counts unfinished children exactly: an unfinished child again makes a
+    -- coordinator that has not run yet wait for it once more. A statement of its own: a
+    -- coordinator replayed together with its child is a row the UPDATE above already changed,
+    -- and a second change of it in that same statement would be skipped without a word.
+    UPDATE jobs.job AS p
+       SET pending_children = p.pending_children + c.n, updated_at = now()
+      FROM (SELECT u.parent_id, count(*)::integer AS n FROM unnest(parent_ids) AS u(parent_id)
+             GROUP BY u.parent_id) AS c
+     WHERE p.id = c.parent_id;
+    RETURN QUERY
+    SELECT j.id, j.queue, j.run_after, j.priority
+      FROM jobs.job AS j
+     WHERE j.id = ANY (requeued_ids)
+     ORDER BY j.id;
 END $$;
 COMMENT ON FUNCTION jobs.requeue_failed(bigint[]) IS
     'Internal: failed -> queued for the given (locked, failed) jobs with a fresh retry budget, lease_version + 1, a replayed event each; returns what to signal. Not granted to any role.';

@@ -2,7 +2,7 @@
 -- error pattern and failure time, bounded, returning what to signal.
 -- Contract: docs/sql-api.md "replay_many".
 BEGIN;
-SELECT plan(12);
+SELECT plan(15);
 \ir helpers/lease_helpers.psql
 
 DO $$ BEGIN
@@ -50,6 +50,26 @@ END $$;
 SELECT is((SELECT pending_children FROM jobs.job WHERE id = pg_temp.id('coord')), 0, 'replay_many: setup -> both children failed');
 SELECT is((SELECT count(*) FROM jobs.replay_many('tc.rm', error_like => 'child broke')), 2::bigint, 'replay_many: both children replayed');
 SELECT is((SELECT pending_children FROM jobs.job WHERE id = pg_temp.id('coord')), 2, 'replay_many: the coordinator counts both again');
+
+-- A coordinator replayed in the same call as its child waits for that child again: the
+-- child is counted into it even though the coordinator's own row is re-queued by the call.
+DO $$ DECLARE coord bigint; kid bigint; BEGIN
+    coord := (jobs.fan_out('[{"kind": "tc.rm"}, {"kind": "tc.rm"}]', '{"kind": "tc.rm.other"}')).id;
+    INSERT INTO ids VALUES ('coord2', coord);
+    PERFORM jobs.claim(j.id, 'w6') FROM jobs.job AS j WHERE j.parent_id = coord;
+    SELECT min(j.id) INTO kid FROM jobs.job AS j WHERE j.parent_id = coord;
+    INSERT INTO ids VALUES ('kid2', kid);
+    PERFORM jobs.fail(kid, 'w6', 1, 'pair broke');
+    PERFORM jobs.complete(j.id, 'w6', 1) FROM jobs.job AS j WHERE j.parent_id = coord AND j.id <> kid;
+    PERFORM jobs.claim(coord, 'w6');
+    PERFORM jobs.fail(coord, 'w6', 1, 'pair broke');
+END $$;
+SELECT results_eq($$ SELECT status::text, pending_children FROM jobs.job WHERE id = pg_temp.id('coord2') $$,
+    $$ VALUES ('failed', 0) $$, 'replay_many: setup -> the coordinator and one child failed');
+SELECT is((SELECT count(*) FROM jobs.replay_many(NULL, error_like => 'pair broke')), 2::bigint,
+    'replay_many: the coordinator and its child replayed together');
+SELECT results_eq($$ SELECT status::text, pending_children FROM jobs.job WHERE id = pg_temp.id('coord2') $$,
+    $$ VALUES ('queued', 1) $$, 'replay_many: the coordinator replayed with its child waits for the child');
 
 SELECT throws_ok($$ SELECT * FROM jobs.replay_many('tc.rm', max_jobs => 0) $$, '22023', NULL, 'replay_many: max_jobs 0 -> 22023');
 SELECT is_empty($$ SELECT * FROM jobs.audit() WHERE violations > 0 $$, 'replay_many: jobs.audit finds every replay legal');
