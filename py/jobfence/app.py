@@ -287,8 +287,7 @@ class Context:
         ``jobfence status`` and the dashboard: one round trip (``jobs.progress``), which also
         extends the lease. Raises ``LeaseLost`` once the lease is no longer this worker's."""
         if self._progress is None:
-            raise RuntimeError("ctx.progress needs the worker's connection: it is not available "
-                               "to handlers of the process executor")
+            raise RuntimeError("ctx.progress needs a worker: this context was built without one")
         beat = self._progress(self.lease, value)
         if beat.cancel_requested:
             self._cancel("cancel_requested")

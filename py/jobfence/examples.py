@@ -15,7 +15,8 @@ timeout; ``{"seconds": 0}`` returns at once), ``poison`` (returns a result jsonb
 hold: payload ``{"mode": "nan" | "nul" | "surrogate"}``) and ``raise_base`` (raises
 ``SystemExit``, ``KeyboardInterrupt`` or a bare ``BaseException``: payload ``{"exc": name}``).
 ``not_before`` (payload ``{"at": epoch}``) snoozes (``raise Snooze``) until that time;
-``steps`` (payload ``{"steps": n, "seconds": s}``) reports ``ctx.progress`` after each step.
+``steps`` (payload ``{"steps": n, "seconds": s}``) reports ``ctx.progress`` after each step;
+``steps_process`` does the same in a child process (``executor="process"``).
 
 The type options can be shortened for tests through the environment (read at import):
 JOBFENCE_EXAMPLE_LEASE_TIMEOUT, _TIMEOUT, _MAX_RETRIES, _BACKOFF_BASE, _BACKOFF_MAX (seconds
@@ -181,3 +182,9 @@ def steps(job_id, payload, ctx):
         ctx.sleep(float((payload or {}).get("seconds", 0.05)))
         ctx.progress({"done": done, "of": total})
     return {"steps": total}
+
+
+@app.task("steps_process", executor="process", **_OPTIONS)
+def steps_process(job_id, payload, ctx):
+    """``steps`` in a child process: its reports travel through the worker."""
+    return {**steps(job_id, payload, ctx), "pid": os.getpid()}

@@ -16,10 +16,12 @@ from conftest import wait_until
 
 
 def test_snoozed_job_runs_after_its_delay_without_spending_retries(procs, client):
-    at = time.time() + 1.0
-    job_id = client.submit("not_before", {"at": at})
+    # The worker is ready before the job exists, so its first run comes well before `at`
+    # however long a worker takes to start.
     procs.reaper()
     w = procs.worker("w1")
+    at = time.time() + 1.0
+    job_id = client.submit("not_before", {"at": at})
     wait_until(lambda: client.get(job_id).status == "done", 20, what="snoozed job done")
     job = client.get(job_id)
     assert job.result["ran_at"] >= at
@@ -49,6 +51,21 @@ def test_progress_is_readable_while_running_and_after(procs, client):
     assert running.progress_at is not None
     wait_until(lambda: client.get(job_id).status == "done", 20, what="steps job done")
     assert client.get(job_id).progress == {"done": 4, "of": 4}
+
+
+def test_progress_from_a_process_handler(procs, client):
+    """A child process has no connection: its reports go through the worker, which makes the
+    jobs.progress call and answers, so the job's progress is as readable as a thread's."""
+    job_id = client.submit("steps_process", {"steps": 3, "seconds": 0.4})
+    w = procs.worker("w1")
+    wait_until(lambda: (client.get(job_id).progress or {}).get("done", 0) >= 1, 30,
+               what="first progress report from the child")
+    assert client.get(job_id).status == "processing"
+    wait_until(lambda: client.get(job_id).status == "done", 30, what="steps_process job done")
+    job = client.get(job_id)
+    assert job.progress == {"done": 3, "of": 3}
+    assert job.result["steps"] == 3 and job.result["pid"] != w.proc.pid
+    assert not w.find("process_died") and not w.find("process_killed")
 
 
 def test_cli_status_shows_progress(procs, client, clean_db):

@@ -1,7 +1,8 @@
 """A handler process of the process executor: ``python -m jobfence.worker.child FD FORMAT
 LEVEL WORKER``. Reads (module, qualname, lease, worker) from the socket FD, runs the handler,
 answers ("ok", result), ("err", error, retryable) or ("snooze", seconds). The worker kills it when the job must
-stop; it never talks to PostgreSQL or Redis itself."""
+stop; it never talks to PostgreSQL or Redis itself: a ``ctx.progress`` report goes to the
+worker as ("progress", value), which makes the call and answers before the handler goes on."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import inspect
 import logging
 import pickle
 import sys
+import threading
 from multiprocessing.connection import Connection
+from types import SimpleNamespace
 
 from .. import log as jlog
 from ..app import Context
-from ..errors import NonRetryable, Snooze
+from ..errors import JobfenceError, NonRetryable, Snooze
 from .common import JobLogger
 
 
@@ -26,12 +29,32 @@ def _resolve(module: str, qualname: str):
     return found
 
 
+class ParentProgress:
+    """``ctx.progress`` in a handler process: the worker, which holds the connection, makes
+    the ``jobs.progress`` call and answers. One report at a time: an async handler's reports
+    come from threads (``ctx.aprogress``)."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    def __call__(self, lease, value):
+        with self.lock:
+            self.conn.send(("progress", value))
+            answer = self.conn.recv()
+        if answer[0] == "progress_err":
+            _, cls, message, hint = answer
+            raise cls(message, hint=hint) if issubclass(cls, JobfenceError) else cls(message)
+        return SimpleNamespace(cancel_requested=answer[1])
+
+
 def main(argv: list[str]) -> int:
     fd, fmt, level, worker = int(argv[0]), argv[1], argv[2], argv[3]
     jlog.setup(fmt, level, role="worker-process", worker=worker)
     conn = Connection(fd)
     conn.send(("ready",))
     handlers: dict[tuple[str, str], object] = {}
+    progress = ParentProgress(conn)
     while True:
         try:
             module, qualname, lease, worker = conn.recv()
@@ -40,7 +63,7 @@ def main(argv: list[str]) -> int:
         fields = {"job_id": lease.job_id, "lease_version": lease.lease_version,
                   "worker": worker, "kind": lease.kind}
         ctx = Context(lease, worker, JobLogger(logging.getLogger(f"jobfence.task.{lease.kind}"),
-                                               fields))
+                                               fields), progress=progress)
         try:
             fn = handlers.get((module, qualname))
             if fn is None:

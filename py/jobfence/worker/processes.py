@@ -19,6 +19,7 @@ import time
 from multiprocessing.connection import Connection
 
 from ..app import Task
+from ..errors import JobfenceError
 from .common import RUNNING, Host, Job, event
 from .executor import Outcomes
 
@@ -123,6 +124,10 @@ class _Slot:
                     reply = self.conn.recv()
                 except (EOFError, OSError):
                     reply = None
+                if reply is not None and reply[0] == "progress":
+                    self._progress(job, reply[1])
+                    reply = None
+                    continue
                 break
             if job.ctx.cancelled():
                 reason = job.ctx.cancel_reason
@@ -156,6 +161,20 @@ class _Slot:
             except (OSError, RuntimeError) as exc:
                 event(logging.ERROR, "process_spawn_failed", f"cannot start a handler process: "
                       f"{exc}; retrying with the next job", worker=self.ex.w.name)
+
+
+    def _progress(self, job: Job, value) -> None:
+        """A child's ``ctx.progress``: the call is made here, on the worker's connection, and
+        its answer (or its error, e.g. ``LeaseLost``) goes back to the waiting handler. A
+        cancel request it brings cancels ``job.ctx``, so the loop then kills the child."""
+        try:
+            job.ctx.progress(value)
+            answer = ("progress_ok", job.ctx.cancelled())
+        except JobfenceError as exc:
+            answer = ("progress_err", type(exc), exc.message, exc.hint)
+        except (TypeError, ValueError) as exc:  # a value that is not JSON: the handler's bug
+            answer = ("progress_err", type(exc), str(exc), None)
+        self.conn.send(answer)
 
 
 class ProcessExecutor:
