@@ -2,7 +2,8 @@
 the test; a worker serving three queues whose keys live in different hash slots (on
 different nodes), the reaper and producers on `redis+cluster://`; every multi-key command
 stays in one queue's slot, the worker pops slot by slot and still blocks, and every job —
-immediate, delayed, retried, prioritised — ends done."""
+immediate, delayed, retried, prioritised — ends done. `jobfence api` on the cluster URL:
+every route that pushes (a batch, a delayed job, a fan-out, a replay) reaches the worker."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import redis
 
 import core_cases
+from api_helpers import ADMIN_TOKEN, start_api
 from conftest import wait_until
 from redis_topologies import Cluster
 
@@ -99,3 +101,44 @@ def test_an_idle_worker_on_a_cluster_wakes_for_each_queue(cluster, procs, clean_
             job_id = client.submit(f"cl.{q}")
             wait_until(lambda: client.get(job_id).status == "done", 20,
                        what=f"a job of {q} done by the idle worker")
+
+
+def test_the_http_api_through_a_cluster(cluster, procs, clean_db, tmp_path):
+    """Each route that pushes, on queues whose keys live on different nodes: a batch per
+    queue, a delayed job, a fan-out across two queues and an admin replay of a dead letter."""
+    (tmp_path / "cluster_app.py").write_text(textwrap.dedent(APP.format(queues=QUEUES)))
+    procs.use_redis(cluster.url)
+    w = procs.start("w1", "worker", "--app", "cluster_app:app", "--app-dir", str(tmp_path),
+                    "--name", "w1", "--pop-timeout", "0.3")
+    w.wait_for("worker_ready")
+    api = start_api(procs, redis_url=cluster.url)
+    health = api.get("/healthz", token=None)
+    assert health.status == 200 and health.data["redis"] == "ok", health.data
+
+    ids = []
+    for q in QUEUES:
+        batch = api.post("/jobs/batch", {"jobs": [{"kind": f"cl.{q}", "payload": {"i": i}}
+                                                  for i in range(20)]})
+        assert batch.status == 202 and batch.data["enqueued"] is True, batch.data
+        ids += [j["id"] for j in batch.data["jobs"]]
+    delayed = api.post("/jobs", {"kind": "cl.beta", "run_after": 1})
+    assert delayed.status == 202, delayed.data
+    ids.append(delayed.data["id"])
+    family = api.post("/jobs/fan-out", {"children": [{"kind": "cl.alpha"}, {"kind": "cl.gamma"}],
+                                        "then": {"kind": "cl.beta"}})
+    assert family.status == 202 and family.data["enqueued"] is True, family.data
+    ids += [family.data["id"]] + [c["id"] for c in family.data["children"]]
+
+    # A dead letter: cancelled while it waits (an hour ahead), then replayed by an admin.
+    dead = api.post("/jobs", {"kind": "cl.gamma", "run_after": 3600}).data["id"]
+    assert api.post(f"/jobs/{dead}/cancel", {}).status == 200
+    assert api.get(f"/jobs/{dead}").data["status"] == "failed"
+    replayed = api.post(f"/jobs/{dead}/replay", token=ADMIN_TOKEN)
+    assert replayed.status == 202, replayed.data
+    ids.append(dead)
+
+    for job_id in ids:
+        assert api.get(f"/jobs/{job_id}?wait=30").data["status"] == "done", job_id
+    assert not api.proc.find("enqueue_failed") and not w.find("pop_failed"), api.proc.tail()
+    with psycopg.connect(clean_db, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM jobs.audit() WHERE violations > 0").fetchone()[0] == 0
