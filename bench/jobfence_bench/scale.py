@@ -52,8 +52,8 @@ OBSERVE = {"queue_depth": "SELECT * FROM jobs.queue_depth",
 # jobs.event is partitioned by day: its size is that of its partitions.
 SIZES = """
 SELECT pg_relation_size('jobs.job'), pg_indexes_size('jobs.job') + coalesce(pg_relation_size(reltoastrelid), 0),
-       (SELECT coalesce(sum(pg_relation_size(p.relid)), 0) FROM pg_partition_tree('jobs.event') AS p WHERE p.isleaf),
-       (SELECT coalesce(sum(pg_indexes_size(p.relid)), 0) FROM pg_partition_tree('jobs.event') AS p WHERE p.isleaf)
+       (SELECT coalesce(sum(pg_relation_size(p.relid)), 0)::bigint FROM pg_partition_tree('jobs.event') AS p WHERE p.isleaf),
+       (SELECT coalesce(sum(pg_indexes_size(p.relid)), 0)::bigint FROM pg_partition_tree('jobs.event') AS p WHERE p.isleaf)
   FROM pg_class WHERE oid = 'jobs.job'::regclass
 """
 
