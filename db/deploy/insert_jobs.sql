@@ -13,6 +13,7 @@ RETURNS TABLE (job jobs.job, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
+SET enable_seqscan = off
 AS $$
 DECLARE
     n integer;

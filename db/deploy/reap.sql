@@ -9,6 +9,7 @@ RETURNS SETOF jobs.signal
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
+SET enable_seqscan = off
 AS $$
 DECLARE
     expired_ids bigint[];

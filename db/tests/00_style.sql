@@ -2,7 +2,7 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(83);
+SELECT plan(84);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
@@ -109,6 +109,13 @@ SELECT is_empty($$ SELECT signature FROM jobs_fn
                        OR NOT proconfig[2:] <@ ARRAY['jit=off', 'plan_cache_mode=force_generic_plan',
                                                      'enable_seqscan=off', 'enable_nestloop=off'] $$,
                 'style: every jobs function pins search_path = pg_catalog, pg_temp, turns JIT off (and at most forces generic plans and index-driven joins)');
+-- A session plans its statements once, often on a table that is still empty; a generic plan
+-- made then can scan the table for "id = ANY (ids)" and keep scanning it once it holds
+-- millions of rows (docs/decisions.md, "Batch statements are planned the same on any table").
+SELECT is_empty($$ SELECT f.signature FROM jobs_fn AS f JOIN pg_catalog.pg_proc AS p ON p.oid = f.oid
+                    WHERE p.prosrc ~ '\mid = ANY \('
+                      AND NOT coalesce(f.proconfig, '{}') @> ARRAY['enable_seqscan=off'] $$,
+                'style: every jobs function that looks rows up by id = ANY (...) turns sequential scans off');
 SELECT is_empty($$ SELECT signature FROM jobs_fn
                     WHERE coalesce(btrim(obj_description(oid, 'pg_proc')), '') = '' $$,
                 'style: every jobs function has a COMMENT');
