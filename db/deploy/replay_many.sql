@@ -43,7 +43,7 @@ BEGIN
     RETURN QUERY SELECT * FROM jobs.requeue_failed(picked);
 END $$;
 COMMENT ON FUNCTION jobs.replay_many(text, text, timestamptz, integer) IS
-    'Bulk dead-letter re-drive in one transaction: up to max_jobs (1-10000) failed jobs of kind (NULL: every kind) whose error matches error_like (LIKE; NULL: any) and that failed at or after failed_since (NULL: any time), oldest failure first, go back to queued as jobs.replay does; returns what to signal. 22023 for max_jobs out of range.';
+    'Bulk dead-letter re-drive in one transaction: up to max_jobs (1-10000) failed jobs of kind (NULL: every kind) whose error matches error_like (LIKE; NULL: any) and that failed at or after failed_since (NULL: any time), oldest failure first, go back to queued as jobs.replay does; returns one row per re-queued job (signal them through jobs.signals, which leaves out a coordinator that waits for a child replayed with it). 22023 for max_jobs out of range.';
 REVOKE ALL ON FUNCTION jobs.replay_many(text, text, timestamptz, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.replay_many(text, text, timestamptz, integer) TO jobs_admin;
 COMMIT;

@@ -50,6 +50,6 @@ BEGIN
      ORDER BY j.id;
 END $$;
 COMMENT ON FUNCTION jobs.requeue_failed(bigint[]) IS
-    'Internal: failed -> queued for the given (locked, failed) jobs with a fresh retry budget, lease_version + 1, a replayed event each; returns what to signal. Not granted to any role.';
+    'Internal: failed -> queued for the given (locked, failed) jobs with a fresh retry budget, lease_version + 1, a replayed event each, replayed children counted into their coordinators; returns the re-queued jobs. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.requeue_failed(bigint[]) FROM PUBLIC;
 COMMIT;

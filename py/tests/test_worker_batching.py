@@ -150,6 +150,19 @@ def test_a_process_handler_that_ignores_its_timeout_is_killed(procs, client):
     assert w.alive()
 
 
+def test_a_process_handler_that_reports_progress_often_is_still_killed_at_its_timeout(procs, client):
+    # A report every 5 ms: the worker serves each one and still checks the job's deadline.
+    w = procs.worker("w1", "--processes", "1", env=ONE_SECOND_TIMEOUT)
+    busy = client.submit("steps_process", {"steps": 100_000, "seconds": 0.005})
+    job = client.wait(busy, timeout=20)
+    assert job.status == "failed" and job.error == "timeout"
+    assert 0 < job.progress["done"] < 100_000
+    killed = w.wait_for("process_killed", job_id=busy)[0]
+    assert killed["reason"] == "timeout"
+    assert client.wait(client.submit("steps_process", {"steps": 2, "seconds": 0}),
+                       timeout=20).status == "done"
+
+
 def test_claimed_jobs_waiting_for_a_handler_keep_their_leases(procs, client):
     # Both jobs come in one claim; with one handler the second waits ~3 s — longer than
     # its 2 s lease — and must be heartbeated meanwhile, not reaped.

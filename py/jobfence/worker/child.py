@@ -31,21 +31,39 @@ def _resolve(module: str, qualname: str):
 
 class ParentProgress:
     """``ctx.progress`` in a handler process: the worker, which holds the connection, makes
-    the ``jobs.progress`` call and answers. One report at a time: an async handler's reports
-    come from threads (``ctx.aprogress``)."""
+    the ``jobs.progress`` call and answers. One report at a time (an async handler's reports
+    come from threads, ``ctx.aprogress``), and only while its job runs: the lock also orders
+    a report against the job's answer, so a report sent by a thread the handler left
+    behind cannot be taken for the next job's."""
 
     def __init__(self, conn: Connection):
         self.conn = conn
         self.lock = threading.Lock()
+        self.ctx: Context | None = None
+
+    def start(self, ctx: Context) -> None:
+        with self.lock:
+            self.ctx = ctx
+
+    def answer(self, reply: tuple) -> None:
+        """The job's answer, once no report of it is in flight."""
+        with self.lock:
+            self.ctx = None
+            self.conn.send(reply)
 
     def __call__(self, lease, value):
         with self.lock:
-            self.conn.send(("progress", value))
+            ctx = self.ctx
+            if ctx is None or ctx.lease is not lease:
+                raise RuntimeError("ctx.progress of a job that has ended")
+            self.conn.send(("progress", lease.job_id, lease.lease_version, value))
             answer = self.conn.recv()
         if answer[0] == "progress_err":
             _, cls, message, hint = answer
             raise cls(message, hint=hint) if issubclass(cls, JobfenceError) else cls(message)
-        return SimpleNamespace(cancel_requested=answer[1])
+        if answer[1] is not None:
+            ctx._cancel(answer[1])  # its reason (a request, the timeout, shutdown) as given
+        return SimpleNamespace(cancel_requested=False)
 
 
 def main(argv: list[str]) -> int:
@@ -64,6 +82,7 @@ def main(argv: list[str]) -> int:
                   "worker": worker, "kind": lease.kind}
         ctx = Context(lease, worker, JobLogger(logging.getLogger(f"jobfence.task.{lease.kind}"),
                                                fields), progress=progress)
+        progress.start(ctx)
         try:
             fn = handlers.get((module, qualname))
             if fn is None:
@@ -80,7 +99,7 @@ def main(argv: list[str]) -> int:
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: the job's failure
             reply = ("err", f"{type(exc).__name__}: {exc}".rstrip(": ")[:2000], True)
         try:
-            conn.send(reply)
+            progress.answer(reply)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             conn.send(("err", f"result rejected: cannot send it to the worker: {exc}", False))
 

@@ -124,11 +124,12 @@ class _Slot:
                     reply = self.conn.recv()
                 except (EOFError, OSError):
                     reply = None
-                if reply is not None and reply[0] == "progress":
-                    self._progress(job, reply[1])
-                    reply = None
-                    continue
-                break
+                if reply is None or reply[0] != "progress":
+                    break
+                # A report, not the answer: served, then the same checks as a quiet poll,
+                # so a handler that reports often is still stopped at its timeout.
+                self._progress(job, reply)
+                reply = None
             if job.ctx.cancelled():
                 reason = job.ctx.cancel_reason
                 break
@@ -163,18 +164,33 @@ class _Slot:
                       f"{exc}; retrying with the next job", worker=self.ex.w.name)
 
 
-    def _progress(self, job: Job, value) -> None:
-        """A child's ``ctx.progress``: the call is made here, on the worker's connection, and
-        its answer (or its error, e.g. ``LeaseLost``) goes back to the waiting handler. A
-        cancel request it brings cancels ``job.ctx``, so the loop then kills the child."""
+    def _progress(self, job: Job, report: tuple) -> None:
+        """A child's ``ctx.progress`` ("progress", job_id, lease_version, value): the call is
+        made here, on the worker's connection, and its answer, or its error, goes back to the
+        waiting handler, which handles it as a thread handler would. A cancel (a request the
+        call brought, the timeout, shutdown) is answered with its reason, and the loop then
+        kills the child; a stopped job makes no more calls."""
+        _, job_id, lease_version, value = report
+        reason = job.ctx.cancel_reason
+        if (job_id, lease_version) != (job.lease.job_id, job.lease.lease_version):
+            answer = ("progress_err", RuntimeError, "ctx.progress of a job that has ended", None)
+        elif reason is not None:
+            answer = ("progress_ok", reason)
+        else:
+            try:
+                job.ctx.progress(value)
+                answer = ("progress_ok", job.ctx.cancel_reason)
+            except JobfenceError as exc:
+                answer = ("progress_err", type(exc), exc.message, exc.hint)
+            except Exception as exc:  # noqa: BLE001 - the handler's to handle, as in a thread
+                # Sent as a plain builtin: any class rebuilds from a message in the child.
+                kind = TypeError if isinstance(exc, TypeError) else ValueError if isinstance(
+                    exc, ValueError) else RuntimeError
+                answer = ("progress_err", kind, f"{type(exc).__name__}: {exc}", None)
         try:
-            job.ctx.progress(value)
-            answer = ("progress_ok", job.ctx.cancelled())
-        except JobfenceError as exc:
-            answer = ("progress_err", type(exc), exc.message, exc.hint)
-        except (TypeError, ValueError) as exc:  # a value that is not JSON: the handler's bug
-            answer = ("progress_err", type(exc), str(exc), None)
-        self.conn.send(answer)
+            self.conn.send(answer)
+        except OSError:
+            pass  # the child is gone: the loop's next poll reports how it ended
 
 
 class ProcessExecutor:
