@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ADMIN_URL, REPO
 
 from jobfence.chaos import report
@@ -17,6 +19,7 @@ from jobfence.chaos.workload import app, create_tables
 from jobfence.db import Database
 
 
+@pytest.mark.serial
 def test_quick_run_loses_nothing_and_injects_every_fault():
     env = dict(os.environ)
     env.pop("JOBFENCE_API_TOKENS", None)

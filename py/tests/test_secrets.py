@@ -115,13 +115,16 @@ def test_status_with_a_bad_database_url_never_prints_its_password(database_url, 
         _assert_secret_free(done.stdout, done.stderr)
 
 
+# "{port}" is a port nobody listens on, chosen when the test runs: parameters must be the
+# same in every collecting process (tests run in parallel, scripts/test).
 @pytest.mark.parametrize("redis_url", [
-    f"redis://:{REDIS_SECRET}@127.0.0.1:{_free_port()}/0",        # nobody listens
-    f"rediss://:{REDIS_SECRET}@127.0.0.1:{_free_port()}/0",       # TLS, nobody listens
+    f"redis://:{REDIS_SECRET}@127.0.0.1:{{port}}/0",               # nobody listens
+    f"rediss://:{REDIS_SECRET}@127.0.0.1:{{port}}/0",              # TLS, nobody listens
     f"redis://:{REDIS_SECRET}@127.0.0.1:notaport/0",              # malformed
 ])
 def test_submit_with_a_bad_redis_url_never_prints_its_password(secret_urls, redis_url):
     db, _, env = secret_urls
+    redis_url = redis_url.replace("{port}", str(_free_port()))
     done = _run("submit", "noop", env=dict(env, JOBFENCE_REDIS_URL=redis_url))
     # The job is committed either way; the push is what fails (docs/cli.md).
     assert done.returncode in (0, 2, 6), done.stderr
