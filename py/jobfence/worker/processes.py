@@ -163,7 +163,6 @@ class _Slot:
                 event(logging.ERROR, "process_spawn_failed", f"cannot start a handler process: "
                       f"{exc}; retrying with the next job", worker=self.ex.w.name)
 
-
     def _progress(self, job: Job, report: tuple) -> None:
         """A child's ``ctx.progress`` ("progress", job_id, lease_version, value): the call is
         made here, on the worker's connection, and its answer, or its error, goes back to the
