@@ -15,7 +15,7 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $$
 DECLARE
-    requeued_ids bigint[];
+    requeued_rows jobs.signal[];
     parent_ids bigint[];
 BEGIN
     WITH requeued AS (
@@ -25,14 +25,15 @@ BEGIN
                claimed_at = NULL, lease_expires_at = NULL, cancel_requested_at = NULL, updated_at = now()
          WHERE j.id = ANY (requeue_failed.job_ids)
            AND j.status = 'failed'
-        RETURNING j.id, j.lease_version, j.parent_id, j.error
+        RETURNING j.id, j.queue, j.run_after, j.priority, j.lease_version, j.parent_id, j.error
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, session_role, reason, error)
         SELECT r.id, now(), 'failed', 'queued', r.lease_version, quote_ident(session_user)::regrole, 'replayed', r.error
           FROM requeued AS r
     )
-    SELECT coalesce(array_agg(r.id), '{}'), coalesce(array_agg(r.parent_id) FILTER (WHERE r.parent_id IS NOT NULL), '{}')
-      INTO requeued_ids, parent_ids
+    SELECT coalesce(array_agg((r.id, r.queue, r.run_after, r.priority)::jobs.signal ORDER BY r.id), '{}'),
+           coalesce(array_agg(r.parent_id) FILTER (WHERE r.parent_id IS NOT NULL), '{}')
+      INTO requeued_rows, parent_ids
       FROM requeued AS r;
     -- pending_children counts unfinished children exactly: an unfinished child again makes a
     -- coordinator that has not run yet wait for it once more. A statement of its own: a
@@ -43,11 +44,7 @@ BEGIN
       FROM (SELECT u.parent_id, count(*)::integer AS n FROM unnest(parent_ids) AS u(parent_id)
              GROUP BY u.parent_id) AS c
      WHERE p.id = c.parent_id;
-    RETURN QUERY
-    SELECT j.id, j.queue, j.run_after, j.priority
-      FROM jobs.job AS j
-     WHERE j.id = ANY (requeued_ids)
-     ORDER BY j.id;
+    RETURN QUERY SELECT * FROM unnest(requeued_rows);
 END $$;
 COMMENT ON FUNCTION jobs.requeue_failed(bigint[]) IS
     'Internal: failed -> queued for the given (locked, failed) jobs with a fresh retry budget, lease_version + 1, a replayed event each, replayed children counted into their coordinators; returns the re-queued jobs. Not granted to any role.';
