@@ -9,11 +9,12 @@ created and whether its signal reached Redis: what the HTTP API (``jobfence.api`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Sequence
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 import psycopg
 import redis
@@ -53,10 +54,6 @@ def _parked(items: list[Submitted], enqueued: bool) -> list[Submitted]:
             for s in items]
 
 
-async def _stamp_returned(conn) -> None:
-    conn._jobfence_returned_at = time.monotonic()
-
-
 async def _check_if_idle(conn) -> None:
     # As db.Database: test a connection only when it sat idle; a check on every checkout
     # would double the round trips of a busy web handler.
@@ -73,7 +70,9 @@ class AsyncClient:
         self.pool = AsyncConnectionPool(
             database_url, min_size=1, max_size=pool_size, open=False, timeout=timeout,
             kwargs=connect_kwargs(name),
-            check=_check_if_idle, reset=_stamp_returned)
+            # No reset callback, as db.Database: connection() stamps the return itself, so a
+            # returned connection is back in the pool at once instead of after a pool task.
+            check=_check_if_idle)
         self.redis = redis_urls.connect_async(redis_url, socket_timeout=5.0,
                                              socket_connect_timeout=2.0)
 
@@ -88,8 +87,17 @@ class AsyncClient:
         await self.pool.close()
         await self.redis.aclose()
 
-    async def _all(self, query, params, row_factory=dict_row) -> list:
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A pooled connection, stamped on its return (see _check_if_idle)."""
         async with self.pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                conn._jobfence_returned_at = time.monotonic()
+
+    async def _all(self, query, params, row_factory=dict_row) -> list:
+        async with self.connection() as conn:
             try:
                 async with conn.cursor(row_factory=row_factory) as cur:
                     await cur.execute(query, params)

@@ -53,10 +53,6 @@ def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
 _CHECK_AFTER_IDLE_SECONDS = 1.0
 
 
-def _stamp_returned(conn: psycopg.Connection) -> None:
-    conn._jobfence_returned_at = time.monotonic()
-
-
 def _check_if_idle(conn: psycopg.Connection) -> None:
     returned = getattr(conn, "_jobfence_returned_at", None)
     if returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS:
@@ -159,7 +155,10 @@ class Database:
         self.pool = ConnectionPool(
             url, min_size=1, max_size=max(1, max_size), open=False, name=name, timeout=timeout,
             kwargs=kwargs,
-            check=_check_if_idle, reset=_stamp_returned,
+            # No reset callback: with one, the pool hands every returned connection to its
+            # own thread (a queue put and a thread switch per call on the hot path), and the
+            # next caller may find it not back yet. connection() stamps the return instead.
+            check=_check_if_idle,
             # Keep trying for as long as the process lives: PostgreSQL coming back later
             # must not leave a worker with an empty pool.
             reconnect_timeout=10 * 365 * 86400.0,
@@ -177,7 +176,10 @@ class Database:
         raised in place of the timeout."""
         try:
             with self.pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    conn._jobfence_returned_at = time.monotonic()
         except PoolTimeout as timeout:
             cause = self.why_unreachable()
             if cause is None:

@@ -18,7 +18,7 @@ from jobfence.relay import parse_notification
 from jobfence.rows import Heartbeat, Job, Lease, Outcome, Signal
 from jobfence.transport import Transport, delayed_key, ready_key
 
-from conftest import REPO
+from conftest import REPO, wait_until
 
 STATEMENTS = {name: value for name, value in vars(sql).items()
               if name.isupper() and isinstance(value, str)}
@@ -159,6 +159,34 @@ def test_rows_are_typed_dataclasses(db):
     # A second completion of the same lease is not accepted, and says so per item.
     again = db.complete_many([(a.id, lease.lease_version, None)], "w1")
     assert [o.accepted for o in again] == [False]
+
+
+def _backend_pid(db: Database) -> int:
+    with db.connection() as c:
+        return c.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def _terminate(conn, pid: int) -> None:
+    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    wait_until(lambda: not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone(),
+               10, what=f"backend {pid} gone")
+
+
+def test_a_busy_connection_is_handed_out_unchecked_and_an_idle_one_checked(db, conn, monkeypatch):
+    # The pool tests a connection only when it sat idle: a check is a round trip, and the
+    # hot path takes a connection per batch. A busy one that died fails its call (callers
+    # retry); an idle one that died is replaced before anyone gets it.
+    first = _backend_pid(db)
+    # Back in the pool at once, on the caller's thread: no hand-off to the pool's own thread.
+    assert db.pool.get_stats()["pool_available"] == 1
+    assert _backend_pid(db) == first, "a single caller reuses one connection"
+    _terminate(conn, first)
+    with pytest.raises(psycopg.OperationalError):
+        _backend_pid(db)  # just returned: not checked, so the dead socket shows
+    monkeypatch.setattr("jobfence.db._CHECK_AFTER_IDLE_SECONDS", 0.0)
+    second = _backend_pid(db)
+    _terminate(conn, second)
+    assert _backend_pid(db) not in (first, second), "the dead idle connection was replaced"
 
 
 def test_reap_returns_signals(db):

@@ -30,7 +30,7 @@ MAX_REPLAY = 1000
 
 
 async def _in_transaction(client: AsyncClient, work, *, read_only: bool):
-    async with client.pool.connection() as conn:
+    async with client.connection() as conn:
         try:
             async with conn.transaction():
                 if read_only:
