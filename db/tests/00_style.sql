@@ -2,7 +2,7 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(84);
+SELECT plan(85);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
@@ -116,6 +116,12 @@ SELECT is_empty($$ SELECT f.signature FROM jobs_fn AS f JOIN pg_catalog.pg_proc 
                     WHERE p.prosrc ~ '\mid = ANY \('
                       AND NOT coalesce(f.proconfig, '{}') @> ARRAY['enable_seqscan=off'] $$,
                 'style: every jobs function that looks rows up by id = ANY (...) turns sequential scans off');
+-- A CTE's or subquery's whole row is an anonymous record: aggregated bare and assigned to a
+-- typed array (jobs.job[]), every row goes through its text form (docs/decisions.md,
+-- "Whole rows are aggregated with their type").
+SELECT is_empty($$ SELECT f.signature FROM jobs_fn AS f JOIN pg_catalog.pg_proc AS p ON p.oid = f.oid
+                    WHERE p.prosrc ~ 'array_agg\(\s*(DISTINCT\s+)?[a-z_]+\s*(\)|ORDER|FILTER)' $$,
+                'style: no jobs function aggregates a bare row alias (cast it to its composite type)');
 SELECT is_empty($$ SELECT signature FROM jobs_fn
                     WHERE coalesce(btrim(obj_description(oid, 'pg_proc')), '') = '' $$,
                 'style: every jobs function has a COMMENT');
