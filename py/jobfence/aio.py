@@ -139,10 +139,14 @@ class AsyncClient:
         return _parked(submitted, enqueued)[0], enqueued
 
     async def submit_jobs(self, specs: Sequence[dict | tuple]) -> tuple[list[Submitted], bool]:
-        """``submit_many`` (all or nothing) answering the rows in spec order."""
+        """``submit_many`` (all or nothing) answering the rows in spec order. Each job holds
+        the columns a submit is answered and signalled with (id, kind, queue, status,
+        run_after, priority, pending_children); the others keep their defaults."""
         found = await self._all(sql.SUBMIT_MANY_CREATED,
-                                {"specs": Jsonb([Client._normalise(s) for s in specs])}, rows.JOB)
-        submitted = _with_created(found)
+                                {"specs": Jsonb([Client._normalise(s) for s in specs])}, tuple_row)
+        submitted = [Submitted(rows.Job(id=i, kind=kind, queue=queue, status=status, run_after=due,
+                                        priority=priority, pending_children=waiting), created)
+                     for i, kind, queue, status, due, priority, waiting, created in found]
         enqueued = await self._signal([s.job for s in submitted])
         return _parked(submitted, enqueued), enqueued
 

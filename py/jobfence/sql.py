@@ -36,7 +36,12 @@ SELECT *, created_at = now() AS created
                    ordering_key => %(ordering_key)s, notify => false,
                    priority => %(priority)s)
 """
-SUBMIT_MANY_CREATED = "SELECT *, created_at = now() AS created FROM jobs.submit_many(specs => %(specs)s)"
+# A batch's answer needs where to push each job and what to report, not the whole row: decoding
+# every column (payload, a dozen timestamps) of 1,000 rows was most of the API's time per batch.
+SUBMIT_MANY_CREATED = """
+SELECT id, kind, queue, status::text, run_after, priority, pending_children, created_at = now() AS created
+  FROM jobs.submit_many(specs => %(specs)s)
+"""
 FAN_OUT_CREATED = """
 SELECT *, created_at = now() AS created
   FROM jobs.fan_out(children => %(children)s, then_spec => %(then_spec)s)
