@@ -3,8 +3,9 @@
 Same contract: ``jobs.submit(..., notify => false)`` commits, then the id is pushed; a Redis
 failure parks the job with ``jobs.mark_enqueue_failed`` and the id is still returned.
 
-The ``*_jobs`` methods and the operator calls below answer whole rows, whether a row was
-created and whether its signal reached Redis: what the HTTP API (``jobfence.api``) reports.
+The ``*_jobs`` methods and the operator calls below answer rows (a batch's with the columns
+its answer needs), whether a row was created and whether its signal reached Redis: what the
+HTTP API (``jobfence.api``) reports.
 """
 
 from __future__ import annotations
