@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, AsyncIterator, Iterable, Sequence
@@ -26,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import _CHECK_AFTER_IDLE_SECONDS, connect_kwargs
+from .db import connect_kwargs, sat_idle, stamp_returned
 from .errors import translate
 from .transport import fill_pipeline
 
@@ -58,8 +57,7 @@ def _parked(items: list[Submitted], enqueued: bool) -> list[Submitted]:
 async def _check_if_idle(conn) -> None:
     # As db.Database: test a connection only when it sat idle; a check on every checkout
     # would double the round trips of a busy web handler.
-    returned = getattr(conn, "_jobfence_returned_at", None)
-    if returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS:
+    if sat_idle(conn):
         await AsyncConnectionPool.check_connection(conn)
 
 
@@ -90,12 +88,12 @@ class AsyncClient:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
-        """A pooled connection, stamped on its return (see _check_if_idle)."""
+        """A pooled connection, stamped on its return (see db.sat_idle)."""
         async with self.pool.connection() as conn:
             try:
                 yield conn
             finally:
-                conn._jobfence_returned_at = time.monotonic()
+                stamp_returned(conn)
 
     async def _all(self, query, params, row_factory=dict_row) -> list:
         async with self.connection() as conn:

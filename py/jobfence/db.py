@@ -53,9 +53,19 @@ def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
 _CHECK_AFTER_IDLE_SECONDS = 1.0
 
 
-def _check_if_idle(conn: psycopg.Connection) -> None:
+def stamp_returned(conn) -> None:
+    """Note when a pooled connection (sync or async) came back; see sat_idle."""
+    conn._jobfence_returned_at = time.monotonic()
+
+
+def sat_idle(conn) -> bool:
+    """Whether a pooled connection is worth testing before it is handed out."""
     returned = getattr(conn, "_jobfence_returned_at", None)
-    if returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS:
+    return returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS
+
+
+def _check_if_idle(conn: psycopg.Connection) -> None:
+    if sat_idle(conn):
         ConnectionPool.check_connection(conn)
 
 
@@ -179,7 +189,7 @@ class Database:
                 try:
                     yield conn
                 finally:
-                    conn._jobfence_returned_at = time.monotonic()
+                    stamp_returned(conn)
         except PoolTimeout as timeout:
             cause = self.why_unreachable()
             if cause is None:
