@@ -109,7 +109,7 @@ class Client:
     def _signal_ids(self, job_ids: Sequence[int]) -> None:
         """Push those of ``job_ids`` that wait for a signal. ``jobs.signals`` applies the same
         rule as ``_signal`` in PostgreSQL, for any number of ids in one round trip."""
-        self._push([s.push_tuple() for s in self.db.signals(job_ids)])
+        self._push(self.db.push_signals(job_ids))
 
     def _push(self, todo: list[tuple]) -> None:
         """One Redis pipeline for the whole batch; on failure park it for the reaper."""

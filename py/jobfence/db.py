@@ -331,6 +331,13 @@ class Database:
             return []
         return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, rows.SIGNAL)
 
+    def push_signals(self, job_ids: Sequence[int]) -> list[tuple]:
+        """``signals`` as the (job_id, queue, run_after, priority) tuples ``Transport.push``
+        takes, with no row object per job: the relay's lookup for every id it is told of."""
+        if not job_ids:
+            return []
+        return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, tuple_row)
+
     def queues(self) -> list[str]:
         return [r["queue"] for r in self._all(sql.QUEUES)]
 

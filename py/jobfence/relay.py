@@ -178,7 +178,7 @@ class Relay:
         for start in range(0, len(wanted), SIGNALS_CHUNK):
             chunk = wanted[start:start + SIGNALS_CHUNK]
             try:
-                found = self.db.signals(chunk)
+                found = self.db.push_signals(chunk)
             except psycopg.OperationalError:
                 raise  # run() reconnects, then catch_up pushes whatever this missed
             except psycopg.Error as exc:
@@ -186,7 +186,7 @@ class Relay:
                 self._warn("signals_failed", "could not look the announced ids up; the "
                            "reaper will re-push them", error=str(exc)[:300], count=len(chunk))
                 continue
-            signals += [s.push_tuple() for s in found]
+            signals += found
         skipped = len(wanted) - len(signals)
         if skipped:
             # Done, cancelled, already claimed, unknown or forged: nothing to wake.

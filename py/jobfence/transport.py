@@ -192,41 +192,41 @@ def _epoch(run_after) -> float | None:
     return run_after.timestamp() if hasattr(run_after, "timestamp") else float(run_after)
 
 
-def _band(signal) -> int:
-    return band_of(signal[3]) if len(signal) > 3 else 0
-
-
 def fill_pipeline(pipe, signals: Iterable[tuple]) -> int:
     """Queue the commands pushing (job_id, queue, run_after[, priority]) tuples on a
     pipeline (sync or asyncio): due ids to their band's ready list, later ones to its
     delayed set."""
-    now = time.time()
-    ready: dict[str, list[str]] = defaultdict(list)
-    delayed: dict[str, dict[str, float]] = defaultdict(dict)
-    count = 0
-    for signal in signals:
-        job_id, queue, run_after = signal[0], signal[1], signal[2]
-        at = _epoch(run_after)
-        if at is None or at <= now:
-            ready[ready_key(queue, _band(signal))].append(str(job_id))
-        else:
-            delayed[delayed_key(queue, _band(signal))][str(job_id)] = at
-        count += 1
-    for key, ids in ready.items():
-        pipe.lpush(_raw(key), *ids)
-    for key, members in delayed.items():
-        pipe.zadd(_raw(key), members)
-    return count
+    plan = _by_key(signals)
+    for key, sent in plan.items():
+        _queue_command(pipe, key, sent)
+    return sum(len(sent) for sent in plan.values())
+
+
+def _queue_command(pipe, key: str, sent: list) -> None:
+    if key_role(key) == "ready":
+        pipe.lpush(_raw(key), *[str(s[0]) for s, _ in sent])
+    else:
+        pipe.zadd(_raw(key), {str(s[0]): at for s, at in sent})
 
 
 def _by_key(signals: Iterable[tuple]) -> dict[str, list]:
-    """The signals ``fill_pipeline`` would write, grouped by the key each goes to."""
+    """The signals grouped by the key each goes to, as (signal, run_after epoch) pairs. The
+    relay routes every submitted id through here, so a key's name is built once per batch
+    (per queue, band and due-or-later), not once per id."""
     now = time.time()
     out: dict[str, list] = defaultdict(list)
+    keys: dict[tuple, str] = {}
     for signal in signals:
-        at = _epoch(signal[2])
-        out[ready_key(signal[1], _band(signal)) if at is None or at <= now
-            else delayed_key(signal[1], _band(signal))].append((signal, at))
+        run_after = signal[2]
+        at = None if run_after is None else _epoch(run_after)
+        due = at is None or at <= now
+        priority = signal[3] if len(signal) > 3 else 0
+        band = priority if type(priority) is int and 0 <= priority < BANDS else band_of(priority)
+        route = (signal[1], band, due)
+        key = keys.get(route)
+        if key is None:
+            key = keys[route] = ready_key(signal[1], band) if due else delayed_key(signal[1], band)
+        out[key].append((signal, at))
     return out
 
 
@@ -286,10 +286,7 @@ class Transport:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for key, sent in plan.items():
-            if key_role(key) == "ready":
-                pipe.lpush(_raw(key), *(str(s[0]) for s, _ in sent))
-            else:
-                pipe.zadd(_raw(key), {str(s[0]): at for s, at in sent})
+            _queue_command(pipe, key, sent)
         failed = []
         for (key, sent), result in zip(plan.items(), pipe.execute(raise_on_error=False)):
             if isinstance(result, Exception):

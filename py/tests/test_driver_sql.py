@@ -200,6 +200,18 @@ def test_reap_returns_signals(db):
     assert db.get(job.id).status == "queued"
 
 
+def test_push_signals_are_the_signals_as_push_tuples(db):
+    db.define_type("t", queue="billing", priority=3)
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    due, delayed, claimed = (db.submit("t"), db.submit("t", run_after=later), db.submit("t"))
+    db.claim_many([claimed.id], "w1")
+    ids = [claimed.id, delayed.id, due.id, 2**62]
+    expected = [s.push_tuple() for s in db.signals(ids)]
+    assert [(i, q, p) for i, q, _, p in expected] == [(due.id, "billing", 3), (delayed.id, "billing", 3)]
+    assert db.push_signals(ids) == expected
+    assert db.push_signals([]) == []
+
+
 # -- producer: commit, then push ----------------------------------------------------------
 def test_submit_pushes_the_id_after_commit(client, redis_url):
     r = redis_lib.Redis.from_url(redis_url)

@@ -316,7 +316,7 @@ class Reporter:
             metrics.REPORTS_REJECTED.inc(stats["lost"] - lost_before)
         if woken:
             try:
-                signals.extend(s.push_tuple() for s in self.db.signals(woken))
+                signals.extend(self.db.push_signals(woken))
             except (psycopg.Error, JobfenceError) as exc:
                 event(logging.WARNING, "wake_lookup_failed",
                       "could not look up woken jobs; the reaper's sweep signals them later",
