@@ -68,7 +68,7 @@ def main() -> int:
     # Through PgBouncer is part of the full run; --quick takes it only when asked (--only).
     sections = args.only or [s for s in SECTIONS if not (args.quick and s == "pooler")]
     settings = Settings(url=url, redis_url=redis_url, quick=args.quick,
-                        seconds=2.0 if args.quick else 5.0, queue=f"bench_{os.getpid()}",
+                        seconds=1.0 if args.quick else 5.0, queue=f"bench_{os.getpid()}",
                         work=Path(tempfile.mkdtemp(prefix="jobfence_bench_")), profile=args.profile)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results: dict = {}

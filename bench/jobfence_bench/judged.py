@@ -14,7 +14,7 @@ import time
 
 from psycopg.types.json import Jsonb
 
-from . import ceilings
+from . import ceilings, profile
 from .common import Settings, connect, figure, progress, reset, scalar, stop
 from .e2e import start_relay, start_workers, wait_ready
 
@@ -43,7 +43,8 @@ def _cpu(workers: list, relay) -> dict[str, float]:
             "postgres": sum(_ticks(p) for p in _pids("postgres")) / hz}
 
 
-def one_run(settings: Settings, admin, jobs: int) -> tuple[float, dict]:
+def one_run(settings: Settings, admin, jobs: int, spy: float = 0.0) -> tuple[float, dict, dict]:
+    """One timed run; with `spy` seconds, py-spy the workers and the relay meanwhile."""
     from jobfence import Client
 
     reset(admin)
@@ -66,6 +67,8 @@ def one_run(settings: Settings, admin, jobs: int) -> tuple[float, dict]:
         with connect(settings.url) as producer:
             before = _cpu(workers, relay)
             t0 = time.perf_counter()
+            spying = profile.start({f"worker{i}-judged": p.pid for i, p in enumerate(workers)}
+                                   | {"relay-judged": relay.pid}, spy) if spy else {}
             for _ in range(jobs // PER_CALL):
                 producer.execute("SELECT count(*) FROM jobs.submit_many(%s)", (specs,))
             while scalar(admin, "SELECT count(*) FROM jobs.job WHERE status IN ('done', 'failed')") - base < jobs:
@@ -76,10 +79,11 @@ def one_run(settings: Settings, admin, jobs: int) -> tuple[float, dict]:
                 time.sleep(0.02)
             elapsed = time.perf_counter() - t0
             after = _cpu(workers, relay)
+        spied = profile.finish(spying, spy)
     finally:
         for p in workers + [relay]:
             stop(p)
-    return jobs / elapsed, {k: (after[k] - before[k]) / jobs * 1e6 for k in after}
+    return jobs / elapsed, {k: (after[k] - before[k]) / jobs * 1e6 for k in after}, spied
 
 
 def run(settings: Settings, admin) -> dict:
@@ -91,7 +95,7 @@ def run(settings: Settings, admin) -> dict:
     for rep in range(settings.reps):
         reset(admin)
         ceiling = ceilings.pgbench(settings, path)["tps"] * 100
-        rate, us = one_run(settings, admin, jobs)
+        rate, us, _ = one_run(settings, admin, jobs)
         rates.append(rate)
         ceilings_100.append(ceiling)
         ratios.append(rate / ceiling)
@@ -100,8 +104,15 @@ def run(settings: Settings, admin) -> dict:
         progress(f"judged run {rep + 1}/{settings.reps}: {rate:,.0f} jobs/s, ceiling {ceiling:,.0f} "
                  f"({rate / ceiling:.3f}x); CPU µs/job "
                  + ", ".join(f"{k} {v:.0f}" for k, v in us.items()))
+    spied = None
+    if settings.profile:
+        # Sampling slows what it samples: an extra run, never one of the timed ones. The
+        # full 60,000 jobs so the sampled seconds fall inside the drain.
+        progress("judged: one more run with py-spy on the workers and the relay")
+        reset(admin)
+        _, _, spied = one_run(settings, admin, JOBS, spy=3.0)
     reset(admin)
-    return {"jobs": jobs, "jobs_per_s": figure(rates, "jobs/s"),
+    return {"jobs": jobs, "profile": spied, "jobs_per_s": figure(rates, "jobs/s"),
             "ceiling_batch_100": figure(ceilings_100, "jobs/s"),
             "ratio_to_ceiling": figure(ratios, "x"),
             "cpu_us_per_job": {k: figure(v, "µs/job") for k, v in cpu.items()}}

@@ -29,9 +29,15 @@ def _short(frame: str) -> str:
 
 def record(targets: dict[str, int], seconds: float) -> dict:
     """py-spy every pid in `targets` ({tag: pid}) over the same `seconds`."""
+    return finish(start(targets, seconds), seconds)
+
+
+def start(targets: dict[str, int], seconds: float) -> dict:
+    """Start py-spy on every pid in `targets` ({tag: pid}) for `seconds`, without waiting:
+    `finish` collects the profiles."""
     exe = pyspy()
     if not exe:
-        return {tag: {"skipped": "py-spy not found"} for tag in targets}
+        return {tag: None for tag in targets}
     RESULTS.mkdir(parents=True, exist_ok=True)
     runs = {}
     for tag, pid in targets.items():
@@ -41,8 +47,16 @@ def record(targets: dict[str, int], seconds: float) -> dict:
             [exe, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))), "--rate", "200",
              "--format", "raw", "--output", str(raw), "--nonblocking"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    return runs
+
+
+def finish(runs: dict, seconds: float) -> dict:
     out = {}
-    for tag, (raw, proc) in runs.items():
+    for tag, run in runs.items():
+        if run is None:
+            out[tag] = {"skipped": "py-spy not found"}
+            continue
+        raw, proc = run
         try:
             _, err = proc.communicate(timeout=seconds + 60)
         except subprocess.TimeoutExpired:

@@ -27,6 +27,16 @@ def _row(lines, label, fig, ceiling=None, note=""):
                             f"{r:.3f}" if r is not None else "", f"{fig['unit']} {note}".rstrip()))
 
 
+def _profiles(lines: list[str], profiles: dict | None) -> None:
+    for tag, prof in (profiles or {}).items():
+        if not prof.get("self"):
+            continue
+        lines.append(f"    py-spy {tag.split('-')[0]}: {prof['busy_share']:.0%} of a core's samples busy or "
+                     f"waiting on PostgreSQL; top self time ({prof['file']}):")
+        for frame, share in prof["self"][:8]:
+            lines.append(f"      {share:6.1%}  {frame[:100]}")
+
+
 def table(res: dict) -> str:
     lines = [ROW.format("figure", "median", "min–max", "ratio", "unit / ratio to"), "-" * 118]
     ceil = res.get("ceilings", {})
@@ -95,13 +105,7 @@ def table(res: dict) -> str:
                 lines.append(ROW.format("    transactions / WAL bytes per job", f"{r['transactions_per_job']:.3f}",
                                         f"{r['wal_bytes_per_job']:,.0f}", "", "xact, B (1 run)"))
             _row(lines, "    worker peak RSS", r.get("worker_rss_mb"))
-            for tag, prof in (r.get("profile") or {}).items():
-                if not prof.get("self"):
-                    continue
-                lines.append(f"    py-spy {tag.split('-')[0]}: {prof['busy_share']:.0%} of a core's samples busy or "
-                             f"waiting on PostgreSQL; top self time ({prof['file']}):")
-                for frame, share in prof["self"][:8]:
-                    lines.append(f"      {share:6.1%}  {frame[:100]}")
+            _profiles(lines, r.get("profile"))
         for r in e2e.get("configs", []):
             rest = r.get("at_rest")
             if rest:
@@ -117,6 +121,7 @@ def table(res: dict) -> str:
         _row(lines, "  ratio, pairwise", jd["ratio_to_ceiling"])
         for k, fig in jd.get("cpu_us_per_job", {}).items():
             _row(lines, f"  CPU per job: {k}", fig)
+        _profiles(lines, jd.get("profile"))
     obs = res.get("observe")
     if obs:
         lines.append("2a. the metrics rollup on the SQL path (batch 100, backend CPU per job)")
