@@ -19,10 +19,12 @@ from .common import Counters, Settings, connect, figure, progress, reset
 SUBMIT = "SELECT id FROM jobs.submit_many(%s::jsonb)"
 # The token forms, as the Python worker calls them: every lease write presents the lease
 # token its claim returned (docs/security.md).
-CLAIM_MANY = "SELECT job_id, lease_version, token FROM jobs.claim_many_with_token(%s::bigint[], %s)"
+# The id, lease_version and token arrays travel in binary, as the drivers send them
+# (jobfence.sql): a text array would be printed here and parsed again by the server.
+CLAIM_MANY = "SELECT job_id, lease_version, token FROM jobs.claim_many_with_token(%b::bigint[], %s)"
 CLAIM_NEXT = "SELECT job_id, lease_version, token FROM jobs.claim_next_with_token(%s, ARRAY['default'], %s)"
-COMPLETE = ("SELECT count(*) FILTER (WHERE accepted) FROM jobs.complete_many(%s::bigint[], %s, %s::bigint[], "
-            "%s::jsonb[], %s::uuid[])")
+COMPLETE = ("SELECT count(*) FILTER (WHERE accepted) FROM jobs.complete_many(%b::bigint[], %s, %b::bigint[], "
+            "%s::jsonb[], %b::uuid[])")
 CONNECTIONS = 2
 
 
