@@ -229,16 +229,18 @@ class Tmux:
     def pane(self, fmt: str) -> str:
         return self._run("display-message", "-p", "-t", "t", fmt).strip()
 
-    def wait_for(self, pattern: str, timeout: float = 20.0) -> str:
-        """Poll the screen until it matches; fail with the last screen at the deadline."""
+    def wait_for(self, *patterns: str, timeout: float = 20.0) -> str:
+        """Poll the screen until it matches every pattern at once (a frame caught while it
+        is being drawn holds only its first lines); fail with the last screen at the
+        deadline."""
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if re.search(pattern, screen, re.M):
+            if all(re.search(p, screen, re.M) for p in patterns):
                 return screen
             if time.monotonic() > deadline:
                 pytest.fail(f"timed out after {timeout}s waiting for the screen to match "
-                            f"{pattern!r}; it shows:\n{screen}")
+                            f"{patterns!r}; it shows:\n{screen}")
             time.sleep(0.05)
 
     def kill(self) -> None:
@@ -266,9 +268,8 @@ PROBE_KIND = r"^\s*probe\s+{backlog}\s+0\s+\S+\s+\S+\s+\S+\s+1\s+\S+/10s\s"
 def test_top_shows_live_figures_and_quits_on_q(work, conn, tmux):
     tmux.wait_for(r"^shell\$")
     tmux.type(f"{TOP}; echo top-exited-$?")
-    screen = tmux.wait_for(PROBE_ROW.format(backlog=1))
-    assert re.search(PROBE_KIND.format(backlog=1), screen, re.M), screen
-    assert re.search(r"^\s*billing\s+other\s+1\s+0\s+1\s+0\s+1\s", screen, re.M), screen
+    billing = r"^\s*billing\s+other\s+1\s+0\s+1\s+0\s+1\s"
+    screen = tmux.wait_for(PROBE_ROW.format(backlog=1), PROBE_KIND.format(backlog=1), billing)
     assert "queues (now)" in screen and "kinds over the last 5m00s" in screen
     assert tmux.pane("#{alternate_on}") == "1"
     # It refreshes: the last ready probe job is done a moment later.
