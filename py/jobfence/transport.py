@@ -211,21 +211,19 @@ def _queue_command(pipe, key: str, sent: list) -> None:
 
 def _by_key(signals: Iterable[tuple]) -> dict[str, list]:
     """The signals grouped by the key each goes to, as (signal, run_after epoch) pairs. The
-    relay routes every submitted id through here, so a key's name is built once per batch
-    (per queue, band and due-or-later), not once per id."""
+    relay routes every submitted id through here, so a key's band and name are worked out
+    once per batch (per queue, priority and due-or-later), not once per id."""
     now = time.time()
     out: dict[str, list] = defaultdict(list)
     keys: dict[tuple, str] = {}
     for signal in signals:
-        run_after = signal[2]
-        at = None if run_after is None else _epoch(run_after)
-        due = at is None or at <= now
-        priority = signal[3] if len(signal) > 3 else 0
-        band = priority if type(priority) is int and 0 <= priority < BANDS else band_of(priority)
-        route = (signal[1], band, due)
+        at = _epoch(signal[2])
+        route = (signal[1], signal[3] if len(signal) > 3 else None, at is None or at <= now)
         key = keys.get(route)
         if key is None:
-            key = keys[route] = ready_key(signal[1], band) if due else delayed_key(signal[1], band)
+            queue, priority, due = route
+            band = band_of(priority)
+            key = keys[route] = ready_key(queue, band) if due else delayed_key(queue, band)
         out[key].append((signal, at))
     return out
 
