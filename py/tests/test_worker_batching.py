@@ -162,6 +162,10 @@ def test_a_process_handler_that_reports_progress_often_is_still_killed_at_its_ti
     assert 0 < job.progress["done"] < 100_000
     killed = w.wait_for("process_killed", job_id=busy)[0]
     assert killed["reason"] == "timeout"
+    # The timeout runs from the claim: a job claimed while the replacement still boots could
+    # spend its one second waiting for it, so the next job goes in once the child is ready.
+    wait_until(lambda: [e for e in w.find("process_ready") if e["pid"] != killed["pid"]],
+               20, what="the replacement handler process")
     assert client.wait(client.submit("steps_process", {"steps": 2, "seconds": 0}),
                        timeout=20).status == "done"
 
