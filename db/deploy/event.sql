@@ -29,7 +29,7 @@ CREATE TABLE jobs.event (
     error         text,
     CONSTRAINT event_reason_known CHECK (reason IN (
         'submitted', 'enqueue_failed', 'recovered', 'claimed', 'completed', 'retried', 'reaped',
-        'exhausted', 'failed', 'cancel_requested', 'cancelled', 'replayed', 'snoozed'))
+        'exhausted', 'failed', 'cancel_requested', 'cancelled', 'replayed', 'snoozed', 'timed_out'))
 ) PARTITION BY RANGE (at);
 COMMENT ON TABLE jobs.event IS
     'Append-only transition log: who moved which job from what to what, when, at which lease_version, and why. One partition per UTC day (jobs.event_YYYYMMDD) plus jobs.event_default.';

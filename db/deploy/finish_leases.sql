@@ -13,14 +13,17 @@ BEGIN;
 -- the next-state rule, the SET list, the event rows and the wake-ups (docs/sql-api.md,
 -- "Leaving processing"). Item i is (job_ids[i], workers[i], lease_versions[i], verdicts[i],
 -- results[i], errors[i]); verdicts: 'done' (a result), 'retry' (a failure that may be
--- retried), 'fatal' (a failure no retry can fix), 'expired' (the reaper took the lease),
+-- retried), 'fatal' (a failure no retry can fix), 'expired' (the reaper took a lease whose
+-- heartbeats stopped: due again at once), 'timeout' (the reaper took a lease that reached its
+-- execution timeout: a failure, retried after the kind's backoff),
 -- 'snooze' (not now: queued again after delays[i], the retry budget untouched, at most
 -- jobs.max_snoozes() times per job; past that the job fails, so a job cannot snooze for
 -- ever unnoticed).
 -- Returns one outcome per item, in input order; accepted = false (nothing written) where
 -- the worker no longer holds that lease_version. A repeated id is applied once: the first
 -- item that holds the current lease. tokens[i]: the lease token the caller presented (NULL:
--- none); caller: the public function, named in errors. Except for the reaper's 'expired',
+-- none); caller: the public function, named in errors. Except for the reaper's 'expired'
+-- and 'timeout',
 -- an item holds its lease only from the session role that claimed it (unless
 -- lease_policy.bind_session_role is off) and with its lease token when one is given or
 -- required (lease_policy.require_lease_token).
@@ -97,7 +100,7 @@ BEGIN
         rounds := rounds + 1;
         WITH input AS (
             SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord, i.delay,
-                   i.verdict = 'expired'
+                   i.verdict IN ('expired', 'timeout')
                    OR CASE WHEN i.token IS NULL THEN NOT require_token ELSE i.token = i.expected END AS token_ok
               FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
                           finish_leases.verdicts, finish_leases.results, finish_leases.errors,
@@ -128,6 +131,7 @@ BEGIN
                         WHEN i.verdict IN ('fatal', 'snooze') THEN 'failed'
                         WHEN cur.retry_count + 1 > cur.max_retries THEN 'exhausted'
                         WHEN i.verdict = 'expired' THEN 'reaped'
+                        WHEN i.verdict = 'timeout' THEN 'timed_out'
                         ELSE 'retried' END AS reason
               FROM input AS i
               -- One primary-key lookup per item, whatever the statistics say: LATERAL with
@@ -143,7 +147,7 @@ BEGIN
                       AND j.lease_version = i.lease_version
                       -- Who may write: the claiming session role (one lease_version has one
                       -- claim, so the UPDATE's lease_version re-check covers it too).
-                      AND (i.verdict = 'expired' OR NOT bind_role OR j.claim_role = me)
+                      AND (i.verdict IN ('expired', 'timeout') OR NOT bind_role OR j.claim_role = me)
                     LIMIT 1) AS cur
              WHERE i.token_ok
              ORDER BY i.id, i.ord
@@ -162,7 +166,7 @@ BEGIN
                    claimed_at = CASE WHEN d.verdict = 'done' THEN j.claimed_at END,
                    lease_expires_at = NULL,
                    lease_version = j.lease_version + CASE WHEN d.next_status = 'queued' THEN 1 ELSE 0 END,
-                   -- A reaped job is due at once; a failed attempt waits for its kind's backoff
+                   -- A reaped job is due at once; a failed attempt (a timeout too) waits for its kind's backoff
                    -- (looked up only then: completions, the common case, never need it).
                    run_after = CASE WHEN d.next_status <> 'queued' THEN j.run_after
                                     WHEN d.verdict = 'expired' THEN now()

@@ -15,6 +15,8 @@ DECLARE
     expired_ids bigint[];
     owners text[];
     versions bigint[];
+    verdicts text[];
+    errors text[];
     n integer;
     requeued jobs.signal[] := '{}';
     woken bigint[] := '{}';
@@ -30,10 +32,17 @@ BEGIN
     -- lease_version bump fences the old owner out, and heartbeats never extend a lease past
     -- claimed_at + timeout, so a hung job is caught even while it keeps heartbeating. The
     -- locks held here make the leases' owners and versions current for finish_leases.
+    -- A lease that reached its cap (claimed_at + timeout: heartbeats never extend it further)
+    -- is a timeout: a failure, retried after the kind's backoff. One that ended before the
+    -- cap lost its heartbeats (a crashed worker): due again at once, for the recovery bound.
     SELECT coalesce(array_agg(e.id ORDER BY e.id), '{}'), coalesce(array_agg(e.owned_by ORDER BY e.id), '{}'),
-           coalesce(array_agg(e.lease_version ORDER BY e.id), '{}')
-      INTO expired_ids, owners, versions
-      FROM (SELECT j.id, j.owned_by, j.lease_version
+           coalesce(array_agg(e.lease_version ORDER BY e.id), '{}'),
+           coalesce(array_agg(CASE WHEN e.timed_out THEN 'timeout' ELSE 'expired' END ORDER BY e.id), '{}'),
+           coalesce(array_agg(CASE WHEN e.timed_out THEN format('timeout after %s', e.timeout) ELSE 'lease expired' END
+                              ORDER BY e.id), '{}')
+      INTO expired_ids, owners, versions, verdicts, errors
+      FROM (SELECT j.id, j.owned_by, j.lease_version, j.timeout,
+                   j.lease_expires_at >= j.claimed_at + j.timeout AS timed_out
               FROM jobs.job AS j
              WHERE j.status = 'processing' AND j.lease_expires_at <= now()
              ORDER BY j.lease_expires_at, j.id
@@ -46,8 +55,8 @@ BEGIN
                             FILTER (WHERE o.status = 'queued'), '{}'),
                coalesce(array_agg(DISTINCT w.woken_id) FILTER (WHERE w.woken_id IS NOT NULL), '{}')
           INTO requeued, woken
-          FROM jobs.finish_leases(expired_ids, owners, versions, array_fill('expired'::text, ARRAY[n]),
-                                  array_fill(NULL::jsonb, ARRAY[n]), array_fill('lease expired'::text, ARRAY[n])) AS o
+          FROM jobs.finish_leases(expired_ids, owners, versions, verdicts,
+                                  array_fill(NULL::jsonb, ARRAY[n]), errors) AS o
           JOIN jobs.job AS j ON j.id = o.job_id
           LEFT JOIN LATERAL unnest(o.wake) AS w(woken_id) ON true;
     END IF;
@@ -91,7 +100,7 @@ BEGIN
      WHERE j.id = ANY (woken);
 END $$;
 COMMENT ON FUNCTION jobs.reap(integer) IS
-    'Recover up to max_jobs expired leases: back to queued at once (lease_version + 1, error ''lease expired'') while the retry budget lasts, else failed. Returns the jobs to push: requeued ones and ones woken by jobs it failed.';
+    'Recover up to max_jobs expired leases while the retry budget lasts, else failed: a lease whose heartbeats stopped is queued again at once (reason reaped, error ''lease expired''); one that reached its execution timeout (claimed_at + timeout) after the kind''s backoff (reason timed_out, error ''timeout after ...''). Returns the jobs to push: requeued ones and ones woken by jobs it failed.';
 REVOKE ALL ON FUNCTION jobs.reap(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.reap(integer) TO jobs_admin;
 COMMIT;

@@ -65,13 +65,14 @@ BEGIN
     END IF;
 
     -- Reasons become small codes once per item (1 submitted, 2 claimed, 3 completed,
-    -- 4 retried, 5 reaped, 6 exhausted, 7 failed, 8 cancelled), so the tests below compare
+    -- 4 retried, 5 reaped, 6 exhausted, 7 failed, 8 cancelled, 9 timed_out: a retried
+    -- failure, counted in failed and retried, not in reaped), so the tests below compare
     -- integers, not text. "Ended" (3, 6, 7) is what the SLOs time and the retry distribution
     -- counts: a cancellation is the caller's decision, counted in cancelled alone.
     added := ARRAY(
     WITH item AS MATERIALIZED (
         SELECT u.kind,
-               array_position('{submitted,claimed,completed,retried,reaped,exhausted,failed,cancelled}'::text[], u.reason) AS r,
+               array_position('{submitted,claimed,completed,retried,reaped,exhausted,failed,cancelled,timed_out}'::text[], u.reason) AS r,
                coalesce(u.expired, false) AS expired, u.wait, u.run, u.latency, u.retries
           FROM unnest(kinds, reasons, expired, waits, runs, latencies, retries)
                AS u(kind, reason, expired, wait, run, latency, retries)
@@ -96,8 +97,8 @@ BEGIN
                coalesce(sum(g.n) FILTER (WHERE g.r = 3), 0),
                -- A failed attempt is one that ended (it has a run time) other than by success or
                -- cancellation; a queued job failed for a spent budget had no attempt.
-               coalesce(sum(g.n) FILTER (WHERE g.attempted AND g.r IN (4, 5, 6, 7)), 0),
-               coalesce(sum(g.n) FILTER (WHERE g.r IN (4, 5)), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.attempted AND g.r IN (4, 5, 6, 7, 9)), 0),
+               coalesce(sum(g.n) FILTER (WHERE g.r IN (4, 5, 9)), 0),
                coalesce(sum(g.n) FILTER (WHERE g.expired), 0),
                coalesce(sum(g.n) FILTER (WHERE g.r = 8), 0),
                coalesce(sum(g.n) FILTER (WHERE g.r IN (6, 7)), 0),

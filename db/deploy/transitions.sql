@@ -21,6 +21,7 @@ BEGIN
         ('completed',        'processing',     'done',           false),
         ('retried',          'processing',     'queued',         true),
         ('reaped',           'processing',     'queued',         true),
+        ('timed_out',        'processing',     'queued',         true),
         ('snoozed',          'processing',     'queued',         true),
         ('exhausted',        'processing',     'failed',         false),
         ('exhausted',        'queued',         'failed',         false),

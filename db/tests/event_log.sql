@@ -2,7 +2,7 @@
 -- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
-SELECT plan(41);
+SELECT plan(42);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -50,6 +50,17 @@ END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,processing,3,w2,claimed,)', 'event_log: claim_many -> queued -> processing, lease_version 3, worker w2');
 DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM pg_temp.elapse(pg_temp.id('a'), '16 seconds'); PERFORM jobs.reap(); END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,queued,4,w2,reaped,"lease expired")', 'event_log: reap with budget left -> processing -> queued, lease_version 4, reaped, lease expired');
+-- a lease that reached its execution timeout: a timeout, not a lost worker
+DO $$ BEGIN
+    PERFORM pg_temp.running('to', 'tc.ev', 'w1');
+    PERFORM pg_temp.mark(pg_temp.id('to'));
+    UPDATE jobs.job SET lease_expires_at = claimed_at + timeout WHERE id = pg_temp.id('to');
+    PERFORM pg_temp.elapse(pg_temp.id('to'), (SELECT timeout FROM jobs.job WHERE id = pg_temp.id('to')) + interval '1 second');
+    PERFORM jobs.reap();
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('to')), format('(processing,queued,2,w1,timed_out,"timeout after %s")',
+          (SELECT timeout FROM jobs.job WHERE id = pg_temp.id('to'))),
+    'event_log: reap of a lease at its execution timeout -> processing -> queued, lease_version 2, timed_out, timeout after ...');
 DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.claim_next('w3', ARRAY['tc.ev.q']); END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('a')), '(queued,processing,5,w3,claimed,)', 'event_log: claim_next -> queued -> processing, lease_version 5, worker w3');
 DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.cancel(pg_temp.id('a'), 'stop it'); END $$;

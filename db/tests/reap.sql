@@ -1,8 +1,9 @@
 -- pgTAP tests for jobs.reap(max_jobs): expired leases -> queued at once (budget left) or failed.
--- Contract: docs/design.md §2 (processing -> queued/failed by reap, no backoff, error 'lease expired';
+-- Contract: docs/design.md §2 (processing -> queued/failed by reap: no backoff and error 'lease expired'
+-- when heartbeats stopped; the kind's backoff, reason timed_out, error 'timeout after ...' at the timeout;
 -- queued/enqueue_failed -> failed when retry_count > max_retries), §4 (signal rows, cancel), §5.
 BEGIN;
-SELECT plan(30);
+SELECT plan(33);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -52,7 +53,14 @@ END $$;
 SELECT results_eq($$ SELECT job_id FROM jobs.reap() $$, $$ VALUES (pg_temp.id('hung')) $$,
     'reap: job past its execution timeout is reaped although it heartbeats every 10 s');
 SELECT results_eq($$ SELECT status, error, retry_count FROM jobs.job WHERE id = pg_temp.id('hung') $$,
-    $$ VALUES ('queued'::jobs.status, 'lease expired'::text, 1) $$, 'reap: hung job -> requeued with error lease expired');
+    $$ VALUES ('queued'::jobs.status, 'timeout after 00:00:30'::text, 1) $$, 'reap: hung job -> requeued as a timeout (error timeout after 30 s)');
+SELECT ok((SELECT j.run_after > now() AND j.run_after <= now() + t.backoff_max
+              FROM jobs.job AS j JOIN jobs.job_type AS t ON t.kind = j.kind WHERE j.id = pg_temp.id('hung')),
+    'reap: a timed-out job waits for its kind''s backoff, as a failure does (not due at once)');
+SELECT is(pg_temp.last_event(pg_temp.id('hung')), '(processing,queued,2,w1,timed_out,"timeout after 00:00:30")',
+    'reap: a timeout is logged as timed_out, apart from a lost worker''s reaped');
+SELECT results_eq($$ SELECT sum(reaped)::integer, sum(retried)::integer FROM jobs.metric_minute WHERE kind = 'tc.reap' AND minute = date_trunc('minute', now()) $$,
+    $$ VALUES (1, 2) $$, 'reap: the rollup counts the lost lease in reaped and both in retried: the timeout is not a reap');
 
 -- budget spent, cancel requested
 DO $$ BEGIN

@@ -141,7 +141,7 @@ SELECT extract(epoch FROM (SELECT min(finished_at) FROM jobs.job
 
 EVENT_COUNTS = """
 SELECT reason, count(*) AS n FROM jobs.event
- WHERE reason IN ('reaped', 'enqueue_failed', 'recovered', 'retried', 'failed')
+ WHERE reason IN ('reaped', 'timed_out', 'enqueue_failed', 'recovered', 'retried', 'failed')
  GROUP BY reason
 """
 

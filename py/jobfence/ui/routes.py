@@ -297,7 +297,7 @@ def _leases(events: list[rows.Event]) -> dict[int, str]:
         if e.reason == "claimed":
             holding = e.lease_version
         elif holding is not None and e.from_status == "processing" \
-                and e.reason in ("reaped", "cancelled"):
+                and e.reason in ("reaped", "timed_out", "cancelled"):
             ended[holding] = e.reason
             holding = None
         elif e.from_status == "processing":
