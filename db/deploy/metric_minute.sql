@@ -12,7 +12,7 @@ CREATE TABLE jobs.metric_minute (
     submitted     bigint NOT NULL DEFAULT 0,
     started       bigint NOT NULL DEFAULT 0,
     succeeded     bigint NOT NULL DEFAULT 0,
-    failed        bigint NOT NULL DEFAULT 0,     -- failed attempts (retried, reaped, exhausted, fatal)
+    failed        bigint NOT NULL DEFAULT 0,     -- failed attempts (retried, reaped, timed out, exhausted, fatal)
     retried       bigint NOT NULL DEFAULT 0,
     reaped        bigint NOT NULL DEFAULT 0,
     cancelled     bigint NOT NULL DEFAULT 0,

@@ -59,8 +59,8 @@ SELECT ok((SELECT j.run_after > now() AND j.run_after <= now() + t.backoff_max
     'reap: a timed-out job waits for its kind''s backoff, as a failure does (not due at once)');
 SELECT is(pg_temp.last_event(pg_temp.id('hung')), '(processing,queued,2,w1,timed_out,"timeout after 00:00:30")',
     'reap: a timeout is logged as timed_out, apart from a lost worker''s reaped');
-SELECT results_eq($$ SELECT sum(reaped)::integer, sum(retried)::integer FROM jobs.metric_minute WHERE kind = 'tc.reap' AND minute = date_trunc('minute', now()) $$,
-    $$ VALUES (1, 2) $$, 'reap: the rollup counts the lost lease in reaped and both in retried: the timeout is not a reap');
+SELECT results_eq($$ SELECT sum(reaped)::integer, sum(retried)::integer, sum(failed)::integer FROM jobs.metric_minute WHERE kind = 'tc.reap' AND minute = date_trunc('minute', now()) $$,
+    $$ VALUES (1, 2, 2) $$, 'reap: the rollup counts the lost lease in reaped and both in retried and failed: the timeout is a failed attempt, not a reap');
 
 -- budget spent, cancel requested
 DO $$ BEGIN
