@@ -384,8 +384,19 @@ class JobsModel(RuleBasedStateMachine):
             elif j.retries > j.max_retries:
                 self.end(j, "exhausted", "processing", worker)
                 ended.append(j)
+            elif j.expires >= j.claimed + TIMEOUT:
+                # The lease reached its cap: a timeout, a failure that waits for the kind's
+                # backoff (the jitter is the database's draw, checked against its bounds).
+                j.status, j.version, j.owner, j.claimed, j.expires = "queued", j.version + 1, None, None, None
+                delay = self.conn.execute("SELECT extract(epoch FROM run_after - now())::float8 "
+                                          "FROM jobs.job WHERE id = %s", (j.id,)).fetchone()[0]
+                d = min(CAP, BASE * 2 ** (j.retries - 1))
+                assert d / 2 - 1e-3 <= delay <= d + 1e-3, (j.id, j.retries, delay, d)
+                j.run_after = (self.now + delay, at[1])
+                self.log(j, "processing", "queued", "timed_out", worker)
+                requeued.add(j.id)
             else:
-                # Due at once: the attempt already waited out its lease.
+                # Heartbeats stopped (a crashed worker): due at once, it already waited out its lease.
                 j.status, j.version, j.owner, j.claimed, j.expires = "queued", j.version + 1, None, None, None
                 j.run_after = at
                 self.log(j, "processing", "queued", "reaped", worker)
@@ -504,4 +515,4 @@ def test_the_model_reads_the_transition_table_it_checks(conn):
     # so a transition dropped from the table (or renamed in a function) fails the run.
     legal = {r[0] for r in conn.execute("SELECT reason FROM jobs.transitions()")}
     assert legal >= {"submitted", "claimed", "completed", "retried", "reaped", "exhausted", "failed",
-                     "cancel_requested", "cancelled", "replayed", "enqueue_failed", "recovered"}
+                     "cancel_requested", "cancelled", "replayed", "enqueue_failed", "recovered", "timed_out"}
