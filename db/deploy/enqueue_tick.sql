@@ -1,6 +1,7 @@
 -- Deploy jobfence:enqueue_tick to pg
 -- requires: schedule_table
 -- requires: insert_jobs
+-- requires: key_owner
 BEGIN;
 -- One tick of a schedule, exactly once however many tickers call it: the schedule's row is
 -- locked, so concurrent callers take turns and the later ones find the tick handled; and the
@@ -46,7 +47,9 @@ BEGIN
         -- Handled already, by another ticker or by the missed policy: answer its job, if any
         -- (none when the tick was skipped, or its job was pruned).
         RETURN QUERY SELECT j.id, false, j.queue, j.run_after, false
-                       FROM jobs.job AS j WHERE j.kind = s.kind AND j.idempotency_key = key;
+                       FROM jobs.job AS j
+                      WHERE j.kind = s.kind AND j.idempotency_key = key
+                        AND j.key_owner IS NOT DISTINCT FROM jobs.key_owner();
         IF NOT FOUND THEN
             RETURN QUERY SELECT NULL::bigint, false, NULL::text, NULL::timestamptz, false;
         END IF;

@@ -3,6 +3,7 @@
 -- requires: event
 -- requires: parse_timestamptz
 -- requires: tally
+-- requires: key_owner
 BEGIN;
 -- The (new) -> queued transition shared by submit, submit_many and fan_out: validates the
 -- specs, honours idempotency keys, serialises ordering keys, logs events and sends the outbox
@@ -25,6 +26,8 @@ DECLARE
     created_kinds text[];
     wants_notify boolean;
     batch record;
+    -- Once per batch: every spec of one call is in the caller's key namespace.
+    owner_ regrole := jobs.key_owner();
 BEGIN
     IF specs IS NULL OR jsonb_typeof(specs) <> 'array' THEN
         RAISE EXCEPTION '%: expected a JSON array of job specs, got %', caller, coalesce(jsonb_typeof(specs), 'NULL')
@@ -191,14 +194,14 @@ BEGIN
         RETURNING j.*
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   due_at, idempotency_key, ordering_key, parent_id, priority)
+                                   due_at, idempotency_key, ordering_key, parent_id, priority, key_owner)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority
+               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord
-        ON CONFLICT (kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        ON CONFLICT (kind, idempotency_key, key_owner) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING j.*
     ), inserted AS (
         SELECT * FROM keyless UNION ALL SELECT * FROM keyed
@@ -221,7 +224,8 @@ BEGIN
         -- rows are the ones just inserted.
         RETURN QUERY SELECT r, true FROM unnest(created_rows) AS r;
     ELSE
-    -- A repeated key returns the existing job, unchanged. ON CONFLICT waited for a
+    -- A repeated key returns the existing job of the caller's key namespace, unchanged
+    -- (with producer ownership on, only a job the caller submitted). ON CONFLICT waited for a
     -- concurrent inserter to commit, so under READ COMMITTED this new statement sees its row.
     RETURN QUERY
     SELECT CASE WHEN mine.id IS NOT NULL THEN mine ELSE theirs END, mine.id IS NOT NULL
@@ -231,6 +235,7 @@ BEGIN
              ON mine.id IS NULL
             AND theirs.kind = e.spec ->> 'kind'
             AND theirs.idempotency_key = e.spec ->> 'idempotency_key'
+            AND theirs.key_owner IS NOT DISTINCT FROM owner_
      ORDER BY e.ord;
     END IF;
 

@@ -50,6 +50,10 @@ CREATE TABLE jobs.job (
     -- The submitting login role: session_user, since current_user inside the SECURITY DEFINER
     -- functions is their owner. jobs.producer_policy can confine producers to their own jobs.
     submitted_by        regrole NOT NULL DEFAULT quote_ident(session_user)::regrole,
+    -- Whose namespace idempotency_key is in: NULL, one namespace shared by every producer
+    -- (ownership off, or a jobs_admin member); with producer ownership on, the submitting
+    -- login role, so one tenant's key never hands it another tenant's job (jobs.key_owner).
+    key_owner           regrole,
     CONSTRAINT job_lease_version_nonnegative CHECK (lease_version >= 0),
     CONSTRAINT job_retry_count_nonnegative CHECK (retry_count >= 0),
     CONSTRAINT job_pending_children_nonnegative CHECK (pending_children >= 0),
@@ -90,7 +94,8 @@ CREATE INDEX job_ordering_key_idx ON jobs.job (ordering_key, id) WHERE ordering_
 CREATE INDEX job_parent_idx ON jobs.job (parent_id) WHERE parent_id IS NOT NULL;
 -- prune: terminal jobs by age.
 CREATE INDEX job_finished_idx ON jobs.job (finished_at) WHERE status IN ('done', 'failed');
--- Idempotency keys are unique per kind.
-CREATE UNIQUE INDEX job_idempotency_key_idx ON jobs.job (kind, idempotency_key)
+-- Idempotency keys are unique per kind and key namespace (NULLS NOT DISTINCT: the shared
+-- namespace, NULL, is one namespace).
+CREATE UNIQUE INDEX job_idempotency_key_idx ON jobs.job (kind, idempotency_key, key_owner) NULLS NOT DISTINCT
     WHERE idempotency_key IS NOT NULL;
 COMMIT;

@@ -46,6 +46,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.check_worker(text,text)', NULL, NULL, false),
     ('jobs.check_queue(text,text)', NULL, NULL, false),
     ('jobs.own_jobs_only(boolean)', NULL, NULL, false),
+    ('jobs.key_owner()', NULL, NULL, false),
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
     ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text,interval[])', NULL, NULL, false),
     ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),

@@ -5,7 +5,7 @@
 -- jobs_worker). The rule is jobs.own_jobs_only. Off by default, and then nothing is refused.
 -- Callers run as real login roles through SET SESSION AUTHORIZATION, so session_user is theirs.
 BEGIN;
-SELECT plan(39);
+SELECT plan(51);
 
 CREATE ROLE jobfence_tap_producer_a LOGIN;
 CREATE ROLE jobfence_tap_producer_b LOGIN;
@@ -141,6 +141,52 @@ SELECT is((jobs.submit('own_t')).submitted_by, 'jobfence_tap_producer_a'::regrol
 RESET ROLE;
 RESET SESSION AUTHORIZATION;
 
+-- idempotency keys: with ownership on, each producer's keys are its own (a repeated key never
+-- hands one producer another's job); admins share one namespace, as everyone does when off.
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+INSERT INTO ids SELECT 'a_key', (jobs.submit('own_t', '{"card": "4111"}', idempotency_key => 'K')).id;
+INSERT INTO ids SELECT 'a_fan_key', (jobs.fan_out('[{"kind": "own_t", "idempotency_key": "KC"}]',
+                                                  '{"kind": "own_t", "idempotency_key": "KF"}')).id;
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+INSERT INTO ids SELECT 'b_key', (jobs.submit('own_t', '{"n": "b"}', idempotency_key => 'K')).id;
+RESET SESSION AUTHORIZATION;
+SELECT isnt(pg_temp.id('b_key'), pg_temp.id('a_key'),
+            'ownership on: producer B submitting producer A''s idempotency key gets a job of its own, not A''s');
+SELECT is((SELECT (submitted_by, key_owner, payload)::text FROM jobs.job WHERE id = pg_temp.id('b_key')),
+          '(jobfence_tap_producer_b,jobfence_tap_producer_b,"{""n"": ""b""}")',
+          'ownership on: ... holding B''s payload, in B''s key namespace');
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+SELECT is((jobs.submit('own_t', '{"n": "b2"}', idempotency_key => 'K')).id, pg_temp.id('b_key'),
+          'ownership on: B repeating its key gets its own job back');
+INSERT INTO ids SELECT 'b_many_' || x.ord, x.id
+  FROM unnest(ARRAY(SELECT s.id FROM jobs.submit_many('[{"kind": "own_t", "idempotency_key": "K"},
+                                                        {"kind": "own_t", "idempotency_key": "KF"}]') AS s))
+       WITH ORDINALITY AS x(id, ord);
+SELECT is(pg_temp.id('b_many_1'), pg_temp.id('b_key'), 'ownership on: submit_many by B returns its own job for K');
+SELECT is((SELECT submitted_by FROM jobs.get(pg_temp.id('b_many_2'))), 'jobfence_tap_producer_b'::regrole,
+          'ownership on: ... and a new job of its own for A''s key KF, not A''s coordinator');
+INSERT INTO ids SELECT 'b_fan_key', (jobs.fan_out('[{"kind": "own_t", "idempotency_key": "KC"}]',
+                                                  '{"kind": "own_t", "idempotency_key": "KF2"}')).id;
+SELECT isnt(pg_temp.id('b_fan_key'), pg_temp.id('a_fan_key'),
+            'ownership on: fan_out by B with A''s child key creates B''s own coordinator and child (no 22023)');
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT count(*) FROM jobs.job WHERE submitted_by = 'jobfence_tap_producer_b'::regrole
+                                           AND (id = pg_temp.id('b_fan_key') OR parent_id = pg_temp.id('b_fan_key'))), 2::bigint,
+          'ownership on: ... both in B''s name');
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+SELECT is((jobs.submit('own_t', '{}', idempotency_key => 'K')).id, pg_temp.id('a_key'),
+          'ownership on: A repeating K still gets its own job');
+SELECT is((jobs.submit('own_t', '{}', idempotency_key => 'KF')).id, pg_temp.id('a_fan_key'),
+          'ownership on: ... and its own coordinator for KF');
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION jobfence_tap_admin;
+INSERT INTO ids SELECT 'admin_key', (jobs.submit('own_t', '{}', idempotency_key => 'K')).id;
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT key_owner IS NULL AND id NOT IN (pg_temp.id('a_key'), pg_temp.id('b_key'))
+             FROM jobs.job WHERE id = pg_temp.id('admin_key')), true,
+          'ownership on: a jobs_admin member''s key is in the shared namespace, apart from the producers''');
+
 -- unknown ids keep their JB002 either way.
 SET SESSION AUTHORIZATION jobfence_tap_producer_a;
 SELECT is(pg_temp.error_of('SELECT jobs.get(-1)'), 'JB002 jobs.get hint=true', 'ownership on: an unknown id -> JB002');
@@ -151,6 +197,12 @@ SELECT jobs.configure_producers(ownership => false);
 SET SESSION AUTHORIZATION jobfence_tap_producer_b;
 SELECT is((jobs.get(pg_temp.id('a_many'))).id, pg_temp.id('a_many'), 'ownership off again: producer B reads A''s job');
 SELECT is((jobs.cancel(pg_temp.id('a_many'))).accepted, true, 'ownership off again: producer B cancels A''s job');
+SELECT is((jobs.submit('own_t', '{}', idempotency_key => 'K-off')).key_owner, NULL::regrole,
+          'ownership off: keys are in the shared namespace');
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+SELECT is((jobs.submit('own_t', '{}', idempotency_key => 'K-off')).submitted_by, 'jobfence_tap_producer_b'::regrole,
+          'ownership off: producer A repeating B''s key gets that job (one namespace, as documented)');
 RESET SESSION AUTHORIZATION;
 SELECT is(session_user::text, current_user::text, 'ownership: the test is back to its own session user');
 
