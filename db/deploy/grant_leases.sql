@@ -8,10 +8,14 @@
 BEGIN;
 -- The queued -> processing transition shared by claim, claim_many and claim_next: the one
 -- door into processing. Ids that are not claimable now are skipped (zero rows for them).
+-- queues: those of the caller's queues (NULL: any). A worker serves its queues only: an id
+-- pushed into the wrong ready list (by anything with write access to Redis) is then a no-op
+-- claim, not another queue's job run by a worker that has no handler for it.
 -- rows_locked: the caller (claim_next) already holds locks on some of these rows; a claim
 -- that holds job rows must not wait for a kind's row, which a claimer waiting for those job
 -- rows may hold (see jobs.admit_limited).
-CREATE OR REPLACE FUNCTION jobs.grant_leases(job_ids bigint[], worker text, rows_locked boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION jobs.grant_leases(job_ids bigint[], worker text, rows_locked boolean DEFAULT false,
+                                             queues text[] DEFAULT NULL)
 RETURNS SETOF jobs.lease
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -54,6 +58,7 @@ BEGIN
          WHERE j.id = ANY (grant_leases.job_ids)
            -- A paused queue's job is refused like one not due yet: it stays queued.
            AND j.queue <> ALL (paused)
+           AND (grant_leases.queues IS NULL OR j.queue = ANY (grant_leases.queues))
         RETURNING j.*
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason)
@@ -71,7 +76,7 @@ BEGIN
       FROM claimed AS c, tallied
      ORDER BY c.id;
 END $$;
-COMMENT ON FUNCTION jobs.grant_leases(bigint[], text, boolean) IS
-    'Internal: move those of the given jobs that are claimable now (and not in a paused queue, and within their kind''s global limits) to processing for worker (recording the session role as claim_role) and log the claims. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION jobs.grant_leases(bigint[], text, boolean, text[]) IS
+    'Internal: move those of the given jobs that are claimable now (and in one of queues unless NULL, not in a paused queue, and within their kind''s global limits) to processing for worker (recording the session role as claim_role) and log the claims. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.grant_leases(bigint[], text, boolean, text[]) FROM PUBLIC;
 COMMIT;

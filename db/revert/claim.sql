@@ -1,4 +1,4 @@
 -- Revert jobfence:claim from pg
 BEGIN;
-DROP FUNCTION jobs.claim(bigint, text);
+DROP FUNCTION jobs.claim(bigint, text, text[]);
 COMMIT;

@@ -1,4 +1,4 @@
 -- Revert jobfence:claim_many from pg
 BEGIN;
-DROP FUNCTION jobs.claim_many(bigint[], text);
+DROP FUNCTION jobs.claim_many(bigint[], text, text[]);
 COMMIT;

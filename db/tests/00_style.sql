@@ -15,13 +15,14 @@ INSERT INTO expected_fn VALUES
     ('jobs.resume(text)', 'boolean', '{queue}', true),
     ('jobs.paused_queues()', 'TABLE(queue text, paused_at timestamp with time zone, paused_by text)', '{queue,paused_at,paused_by}', true),
     ('jobs.held_back(bigint[])', 'setof jobs.signal', '{job_ids}', true),
+    ('jobs.unclaimed(bigint[],text[])', 'TABLE(job_id bigint, cause text)', '{job_ids,queues,job_id,cause}', true),
     ('jobs.admit_limited(bigint[],text[],text[],boolean)', NULL, NULL, false),
     ('jobs.submit_many(jsonb)', 'setof jobs.job', '{specs}', true),
     ('jobs.fan_out(jsonb,jsonb)', 'jobs.job', '{children,then_spec}', true),
     ('jobs.mark_enqueue_failed(bigint[])', 'integer', '{job_ids}', true),
     ('jobs.recover_enqueue_failed(integer)', 'setof jobs.signal', '{max_jobs}', true),
-    ('jobs.claim(bigint,text)', 'setof jobs.lease', '{job_id,worker}', true),
-    ('jobs.claim_many(bigint[],text)', 'setof jobs.lease', '{job_ids,worker}', true),
+    ('jobs.claim(bigint,text,text[])', 'setof jobs.lease', '{job_id,worker,queues}', true),
+    ('jobs.claim_many(bigint[],text,text[])', 'setof jobs.lease', '{job_ids,worker,queues}', true),
     ('jobs.claim_next(text,text[],integer)', 'setof jobs.lease', '{worker,queues,max_jobs}', true),
     ('jobs.heartbeat(bigint,text,bigint)', 'jobs.heartbeat', '{job_id,worker,lease_version}', true),
     ('jobs.complete(bigint,text,bigint,jsonb)', 'jobs.outcome', '{job_id,worker,lease_version,result}', true),
@@ -52,8 +53,8 @@ INSERT INTO expected_fn VALUES
     ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),
     ('jobs.with_lease_tokens(jobs.lease[])', NULL, NULL, false),
     ('jobs.extend_leases(bigint[],text,bigint[],uuid[])', NULL, NULL, false),
-    ('jobs.claim_with_token(bigint,text)', 'setof jobs.lease_grant', '{job_id,worker}', true),
-    ('jobs.claim_many_with_token(bigint[],text)', 'setof jobs.lease_grant', '{job_ids,worker}', true),
+    ('jobs.claim_with_token(bigint,text,text[])', 'setof jobs.lease_grant', '{job_id,worker,queues}', true),
+    ('jobs.claim_many_with_token(bigint[],text,text[])', 'setof jobs.lease_grant', '{job_ids,worker,queues}', true),
     ('jobs.claim_next_with_token(text,text[],integer)', 'setof jobs.lease_grant', '{worker,queues,max_jobs}', true),
     ('jobs.heartbeat(bigint,text,bigint,uuid)', 'jobs.heartbeat', '{job_id,worker,lease_version,token}', true),
     ('jobs.complete(bigint,text,bigint,jsonb,uuid)', 'jobs.outcome', '{job_id,worker,lease_version,result,token}', true),
@@ -65,7 +66,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.configure_leases(boolean,boolean)', 'TABLE(session_role_bound boolean, lease_token_required boolean, updated_at timestamp with time zone)', '{bind_session_role,require_lease_token,session_role_bound,lease_token_required,updated_at}', true),
     ('jobs.raise_lease_lost(text,bigint,text,bigint)', NULL, NULL, false),
     ('jobs.backoff_delay(integer,interval,interval)', NULL, NULL, false),
-    ('jobs.grant_leases(bigint[],text,boolean)', NULL, NULL, false),
+    ('jobs.grant_leases(bigint[],text,boolean,text[])', NULL, NULL, false),
     ('jobs.release_dependents(bigint[])', NULL, NULL, false),
     ('jobs.insert_jobs(text,jsonb,bigint,boolean)', NULL, NULL, false),
     ('jobs.metrics(interval)', 'TABLE(kind text, queue text, window_start timestamp with time zone, window_seconds double precision, submitted bigint, started bigint, succeeded bigint, failed bigint, retried bigint, reaped bigint, cancelled bigint, dead_lettered bigint, ended_after_0 bigint, ended_after_1 bigint, ended_after_2 bigint, ended_after_3_plus bigint, wait_p50 double precision, wait_p95 double precision, wait_p99 double precision, run_p50 double precision, run_p95 double precision, run_p99 double precision, latency_p50 double precision, latency_p95 double precision, latency_p99 double precision, slo_latency double precision, slo_target numeric, slo_met bigint, slo_attainment double precision, error_budget_remaining double precision, success_rate double precision, slo_success_target numeric, dead_letter_rate double precision, failure_rate double precision, max_backlog bigint, run_time_budget double precision, max_failure_rate numeric)', '{since,kind,queue,window_start,window_seconds,submitted,started,succeeded,failed,retried,reaped,cancelled,dead_lettered,ended_after_0,ended_after_1,ended_after_2,ended_after_3_plus,wait_p50,wait_p95,wait_p99,run_p50,run_p95,run_p99,latency_p50,latency_p95,latency_p99,slo_latency,slo_target,slo_met,slo_attainment,error_budget_remaining,success_rate,slo_success_target,dead_letter_rate,failure_rate,max_backlog,run_time_budget,max_failure_rate}', true),
@@ -210,8 +211,8 @@ SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_m
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
 SELECT has_function('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'style: jobs.mark_enqueue_failed(bigint[]) exists');
 SELECT has_function('jobs', 'recover_enqueue_failed', ARRAY['integer'], 'style: jobs.recover_enqueue_failed(integer) exists');
-SELECT has_function('jobs', 'claim', ARRAY['bigint','text'], 'style: jobs.claim(bigint, text) exists');
-SELECT has_function('jobs', 'claim_many', ARRAY['bigint[]','text'], 'style: jobs.claim_many(bigint[], text) exists');
+SELECT has_function('jobs', 'claim', ARRAY['bigint','text','text[]'], 'style: jobs.claim(bigint, text, text[]) exists');
+SELECT has_function('jobs', 'claim_many', ARRAY['bigint[]','text','text[]'], 'style: jobs.claim_many(bigint[], text, text[]) exists');
 SELECT has_function('jobs', 'claim_next', ARRAY['text','text[]','integer'], 'style: jobs.claim_next(text, text[], integer) exists');
 SELECT has_function('jobs', 'heartbeat', ARRAY['bigint','text','bigint'], 'style: jobs.heartbeat(bigint, text, bigint) exists');
 SELECT has_function('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb'], 'style: jobs.complete(bigint, text, bigint, jsonb) exists');
@@ -233,8 +234,8 @@ SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job',
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
 SELECT function_returns('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'integer', 'style: mark_enqueue_failed returns integer');
 SELECT function_returns('jobs', 'recover_enqueue_failed', ARRAY['integer'], 'setof jobs.signal', 'style: recover_enqueue_failed returns SETOF jobs.signal');
-SELECT function_returns('jobs', 'claim', ARRAY['bigint','text'], 'setof jobs.lease', 'style: claim returns SETOF jobs.lease');
-SELECT function_returns('jobs', 'claim_many', ARRAY['bigint[]','text'], 'setof jobs.lease', 'style: claim_many returns SETOF jobs.lease');
+SELECT function_returns('jobs', 'claim', ARRAY['bigint','text','text[]'], 'setof jobs.lease', 'style: claim returns SETOF jobs.lease');
+SELECT function_returns('jobs', 'claim_many', ARRAY['bigint[]','text','text[]'], 'setof jobs.lease', 'style: claim_many returns SETOF jobs.lease');
 SELECT function_returns('jobs', 'claim_next', ARRAY['text','text[]','integer'], 'setof jobs.lease', 'style: claim_next returns SETOF jobs.lease');
 SELECT function_returns('jobs', 'heartbeat', ARRAY['bigint','text','bigint'], 'jobs.heartbeat', 'style: heartbeat returns jobs.heartbeat');
 SELECT function_returns('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb'], 'jobs.outcome', 'style: complete returns jobs.outcome');

@@ -1,7 +1,8 @@
--- pgTAP tests for jobs.claim_many(job_ids, worker): claims those of the ids that are claimable now, skips the rest.
+-- pgTAP tests for jobs.claim_many(job_ids, worker, queues): claims those of the ids that are claimable now
+-- (and in one of the worker's queues), skips the rest.
 -- Contract: docs/design.md §2 (queued -> processing), §4 (claimable; SETOF jobs.lease), §5.
 BEGIN;
-SELECT plan(21);
+SELECT plan(31);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -78,6 +79,40 @@ SELECT results_eq($$ SELECT job_id, lease_version, attempt FROM jobs.claim_many(
 
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.claim_many(NULL, 'w1') $$), '22023 jobs.claim_many hint=true',
     'claim_many: the 22023 message names jobs.claim_many and carries a HINT');
+
+-- a worker's queues: an id of another queue's job (pushed into the wrong ready list) is a no-op
+-- claim, leaving the job queued and untouched for its own queue's workers.
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.cm.billing', queue => 'tc.cm.billing');
+    PERFORM pg_temp.job('bill', 'tc.cm.billing');
+    PERFORM pg_temp.job('mine', 'tc.cm');
+    PERFORM pg_temp.snap(pg_temp.id('bill'));
+END $$;
+SELECT results_eq(format($$ SELECT job_id FROM jobs.claim_many(ARRAY[%s, %s], 'w3', queues => ARRAY['tc.cm.q']) $$,
+                         pg_temp.id('bill'), pg_temp.id('mine')),
+    format('VALUES (%s::bigint)', pg_temp.id('mine')),
+    'claim_many: with the worker''s queues, only their jobs are granted (another queue''s id is skipped)');
+SELECT is(pg_temp.state(pg_temp.id('bill')), pg_temp.snapped(pg_temp.id('bill')), 'claim_many: ... and the other queue''s job is untouched (row and events)');
+SELECT is_empty(format($$ SELECT * FROM jobs.claim(%s, 'w3', queues => ARRAY['tc.cm.q', 'elsewhere']) $$, pg_temp.id('bill')),
+    'claim: another queue''s job -> zero rows');
+SELECT is_empty(format($$ SELECT * FROM jobs.claim_many_with_token(ARRAY[%s], 'w3', queues => ARRAY['tc.cm.q']) $$, pg_temp.id('bill')),
+    'claim_many_with_token: another queue''s job -> zero rows');
+SELECT is_empty(format($$ SELECT * FROM jobs.claim_with_token(%s, 'w3', queues => '{}') $$, pg_temp.id('bill')),
+    'claim_with_token: no queues at all -> zero rows');
+SELECT is(pg_temp.state(pg_temp.id('bill')), pg_temp.snapped(pg_temp.id('bill')), 'claims refused by queue change nothing');
+SELECT results_eq(format($$ SELECT job_id FROM jobs.claim_many_with_token(ARRAY[%s], 'w4', queues => ARRAY['tc.cm.billing']) $$,
+                         pg_temp.id('bill')),
+    format('VALUES (%s::bigint)', pg_temp.id('bill')), 'claim_many_with_token: its own queue''s worker claims it');
+
+-- unclaimed: why ids were not granted, for the worker's counts and warnings.
+SELECT set_eq(format($$ SELECT job_id, cause FROM jobs.unclaimed(ARRAY[%s, -7, %s, %s, -7, NULL], ARRAY['tc.cm.q']) $$,
+                         pg_temp.id('bill'), pg_temp.id('later'), pg_temp.id('mine')),
+    format($$ VALUES (-7::bigint, 'unknown'), (%s, 'not_claimable'), (%s, 'not_claimable'), (%s, 'other_queue') $$,
+           pg_temp.id('later'), pg_temp.id('mine'), pg_temp.id('bill')),
+    'unclaimed: unknown ids, another queue''s jobs and the rest, one row per distinct id');
+SELECT is((SELECT cause FROM jobs.unclaimed(ARRAY[pg_temp.id('bill')])), 'not_claimable', 'unclaimed: no queues -> no other_queue');
+SELECT throws_ok($$ SELECT * FROM jobs.unclaimed(ARRAY(SELECT generate_series(1, 10001)::bigint)) $$, '22023', NULL,
+    'unclaimed: more than 10000 ids -> 22023');
 
 -- roles
 SET LOCAL ROLE jobs_producer;

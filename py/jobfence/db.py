@@ -278,8 +278,13 @@ class Database:
         return self._one(sql.define_type(options), params)
 
     # -- worker ---------------------------------------------------------------------------
-    def claim_many(self, job_ids: Sequence[int], worker: str) -> list[rows.Lease]:
-        return self._all(sql.CLAIM_MANY, {"job_ids": list(job_ids), "worker": worker}, rows.LEASE)
+    def claim_many(self, job_ids: Sequence[int], worker: str,
+                   queues: Sequence[str] | None = None) -> list[rows.Lease]:
+        """Leases for those of ``job_ids`` claimable now (and, given ``queues``, in one of
+        them: another queue's id is skipped)."""
+        return self._all(sql.CLAIM_MANY, {"job_ids": list(job_ids), "worker": worker,
+                                          "queues": None if queues is None else list(queues)},
+                         rows.LEASE)
 
     def heartbeat(self, job_id: int, worker: str, lease_version: int) -> rows.Heartbeat:
         return self._one(sql.HEARTBEAT, {"job_id": job_id, "worker": worker,
@@ -347,6 +352,24 @@ class Database:
         if not job_ids:
             return []
         return self._all(sql.HELD_BACK, {"job_ids": list(job_ids)}, rows.SIGNAL)
+
+    def missed(self, job_ids: Sequence[int], queues: Sequence[str] | None
+               ) -> tuple[list[rows.Signal], dict[str, list[int]]]:
+        """For ids a claim did not grant: the ones a kind's limit held back, to push again
+        (``jobs.held_back``), and every id by why it was not granted (``jobs.unclaimed``:
+        unknown, other_queue, not_claimable). One round trip."""
+        if not job_ids:
+            return [], {}
+        held: list[rows.Signal] = []
+        causes: dict[str, list[int]] = {}
+        for job_id, queue, run_after, priority, cause in self._all(
+                sql.MISSED, {"job_ids": list(job_ids),
+                             "queues": None if queues is None else list(queues)}, tuple_row):
+            if cause is None:
+                held.append(rows.Signal(job_id, queue, run_after, priority))
+            else:
+                causes.setdefault(cause, []).append(job_id)
+        return held, causes
 
     # -- paused queues --------------------------------------------------------------------
     def pause(self, queue: str) -> bool:

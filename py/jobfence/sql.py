@@ -49,7 +49,10 @@ SELECT *, created_at = now() AS created
 MARK_ENQUEUE_FAILED = "SELECT jobs.mark_enqueue_failed(job_ids => %(job_ids)b::bigint[]) AS marked"
 
 # -- worker ---------------------------------------------------------------------------------
-CLAIM_MANY = "SELECT * FROM jobs.claim_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s)"
+CLAIM_MANY = """
+SELECT * FROM jobs.claim_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                              queues => %(queues)s::text[])
+"""
 HEARTBEAT = """
 SELECT * FROM jobs.heartbeat(job_id => %(job_id)s, worker => %(worker)s,
                              lease_version => %(lease_version)s)
@@ -82,7 +85,8 @@ SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
 # token) and the writes present the token, so a write is accepted only from whoever was
 # handed the lease (docs/sql-api.md, "Lease binding"). The drivers use only these.
 CLAIM_MANY_WITH_TOKEN = """
-SELECT * FROM jobs.claim_many_with_token(job_ids => %(job_ids)b::bigint[], worker => %(worker)s)
+SELECT * FROM jobs.claim_many_with_token(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                                         queues => %(queues)s::text[])
 """
 HEARTBEAT_WITH_TOKEN = """
 SELECT * FROM jobs.heartbeat(job_id => %(job_id)s, worker => %(worker)s,
@@ -256,6 +260,16 @@ PAUSED_QUEUES = "SELECT * FROM jobs.paused_queues()"
 # After a claim that granted fewer ids than were popped: which of the others a kind's limit
 # held back, and when to push them again.
 HELD_BACK = "SELECT * FROM jobs.held_back(job_ids => %(job_ids)b::bigint[])"
+# After a partial grant, in one round trip: what a kind's limit held back (to push again) and
+# why the others were not granted (to count, and to warn about ids of another deployment or
+# queue).
+MISSED = """
+SELECT h.job_id, h.queue, h.run_after, h.priority, NULL::text AS cause
+  FROM jobs.held_back(job_ids => %(job_ids)b::bigint[]) AS h
+UNION ALL
+SELECT u.job_id, NULL, NULL, NULL, u.cause
+  FROM jobs.unclaimed(job_ids => %(job_ids)b::bigint[], queues => %(queues)s::text[]) AS u
+"""
 
 # -- history partitions (docs/sql-api.md "create_event_partitions", "drop_event_partitions") -
 CREATE_EVENT_PARTITIONS = "SELECT jobs.create_event_partitions(ahead => %(ahead)s) AS created"

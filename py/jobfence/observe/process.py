@@ -60,6 +60,12 @@ DEAD_LETTERS = Counter(
     "jobfence_reaper_dead_letters",
     "dead letters the reaper's webhook forwarder handled, by outcome: forwarded (posted), "
     "dropped (the webhook kept failing, or its backlog was full)", ["outcome"], registry=None)
+UNCLAIMED = Counter(
+    "jobfence_worker_unclaimed_ids",
+    "popped ids a claim did not grant, by cause: not_claimable (a duplicate signal, a job "
+    "done or running), unknown (no such job: another deployment on this Redis database?), "
+    "other_queue (another queue's job pushed into this worker's lists)", ["cause"],
+    registry=None)
 RELAY_PUSHED = Counter("jobfence_relay_pushed", "job ids the relay pushed to Redis",
                        registry=None)
 RELAY_LISTENING = Gauge(
@@ -68,7 +74,7 @@ RELAY_LISTENING = Gauge(
 # Recorded in every process (an increment is cheaper than asking whether anyone listens),
 # served only by the role that owns them: a worker's page shows no reaper counters.
 ROLE_METRICS = {
-    "worker": (PROCESSING, REPORTS_REJECTED),
+    "worker": (PROCESSING, REPORTS_REJECTED, UNCLAIMED),
     "reaper": (REAPER_TICKS, REAPER_TICK_ERRORS, REAPER_JOBS, REAPER_LAST_TICK, DEAD_LETTERS),
     "relay": (RELAY_PUSHED, RELAY_LISTENING),
 }
@@ -80,6 +86,8 @@ for _action in REAPER_ACTIONS:
     REAPER_JOBS.labels(_action)
 for _error in ("db_unavailable", "redis_unavailable", "tick_failed"):
     REAPER_TICK_ERRORS.labels(_error)
+for _cause in ("not_claimable", "unknown", "other_queue"):
+    UNCLAIMED.labels(_cause)
 for _outcome in ("forwarded", "dropped"):
     DEAD_LETTERS.labels(_outcome)
 

@@ -22,6 +22,7 @@ from ..observe import process as metrics
 from ..rows import Lease
 from ..transport import WrongType
 from .common import Backoff, Host, Job, JobLogger, describe, event, logger, sqlstate
+from .misses import MissReport
 
 
 MOVE_DUE_EVERY = 0.5
@@ -41,6 +42,7 @@ class Claimer:
         self._loggers: dict[str, logging.Logger] = {}
         self.paused: frozenset[str] = frozenset()
         self._pauses_read_at = float("-inf")
+        self.misses = MissReport(worker.name)
 
     def active(self) -> int:
         """Jobs claimed whose handler has not returned yet (waiting or running)."""
@@ -145,7 +147,7 @@ class Claimer:
         pause = 0.0
         while True:
             try:
-                leases = self.db.claim_leases(ids, w.name)
+                leases = self.db.claim_leases(ids, w.name, w.queues)
                 self._claim_backoff.reset()
                 metrics.POSTGRES.ok()
                 break
@@ -172,11 +174,13 @@ class Claimer:
         """Ids a claim did not grant have lost their signal. Most were simply not claimable
         (a duplicate, a job already done); those a kind's global limit held back are pushed
         again, delayed until the limit may let them through, else nothing would wake them
-        while the queue stays busy. One more round trip, only after a partial grant."""
+        while the queue stays busy. The rest are counted by cause, and ids of no job here or
+        of another queue's job warned about. One more round trip, only after a partial grant."""
         granted = {lease.job_id for lease in leases}
         missing = [i for i in ids if i not in granted]
         try:
-            held = self.db.held_back(missing)
+            held, causes = self.db.missed(missing, self.w.queues)
+            self.misses.record(causes)
             if held:
                 self.w.transport.push([s.push_tuple() for s in held])
         except (psycopg.Error, JobfenceError, redis.RedisError) as exc:
@@ -233,7 +237,7 @@ class Claimer:
         if len(ids) > 1:
             for pos, job_id in enumerate(ids):
                 try:
-                    leases += self.db.claim_leases([job_id], w.name)
+                    leases += self.db.claim_leases([job_id], w.name, w.queues)
                 except psycopg.OperationalError:
                     dropped.update((i, None) for i in ids[pos:])  # server away: reaper re-pushes
                     break

@@ -43,9 +43,13 @@ def _fail_params(items: Sequence[tuple[Lease, str, bool]], worker: str) -> dict:
 class LeaseDatabase(Database):
     """``Database`` plus the token-carrying lease calls the worker makes."""
 
-    def claim_leases(self, job_ids: Sequence[int], worker: str) -> list[Lease]:
-        return self._all(sql.CLAIM_MANY_WITH_TOKEN, {"job_ids": list(job_ids), "worker": worker},
-                         rows.LEASE)
+    def claim_leases(self, job_ids: Sequence[int], worker: str,
+                     queues: Sequence[str] | None = None) -> list[Lease]:
+        """Leases (with tokens) for those of ``job_ids`` claimable now and, given
+        ``queues``, in one of the worker's queues: an id another queue's job has is a no-op."""
+        return self._all(sql.CLAIM_MANY_WITH_TOKEN, {
+            "job_ids": list(job_ids), "worker": worker,
+            "queues": None if queues is None else list(queues)}, rows.LEASE)
 
     def beat_leases(self, leases: Sequence[Lease], worker: str) -> list[rows.Beat]:
         """One row per lease, never waiting on a row lock (``jobs.heartbeat_many``)."""
