@@ -87,6 +87,10 @@ class DeadLetterForwarder:
         self.fresh_for = fresh_for
         self.remembered = remembered
         self._posted: OrderedDict[int, None] = OrderedDict()
+        # A full backlog (a flood of forged messages: anyone with CONNECT may NOTIFY) is one
+        # ERROR line a minute with how many ids it dropped, not a line per message.
+        self._full_throttle = jlog.Throttle(60.0)
+        self._full_dropped = 0
         self.listening = threading.Event()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._listen, name="deadletters-listen", daemon=True),
@@ -131,8 +135,13 @@ class DeadLetterForwarder:
         except queue.Full:
             self.dropped += len(ids)
             metrics.dead_letters("dropped", len(ids))
+            self._full_dropped += len(ids)  # the listener thread's own counter
+            if self._full_throttle.allow() is None:
+                return
+            count, self._full_dropped = self._full_dropped, 0
             jlog.event(logger, logging.ERROR, "dead_letters_dropped",
-                       "webhook backlog full: dead letters not forwarded", count=len(ids))
+                       "webhook backlog full: dead letters not forwarded (count: since the "
+                       "last line)", count=count)
 
     # -- delivering ---------------------------------------------------------------------
     def _deliver(self) -> None:

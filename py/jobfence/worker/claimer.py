@@ -31,6 +31,14 @@ MOVE_DUE_EVERY = 0.5
 PAUSES_EVERY = 1.0
 
 
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class Claimer:
     def __init__(self, worker: Host):
         self.w = worker
@@ -43,6 +51,9 @@ class Claimer:
         self.paused: frozenset[str] = frozenset()
         self._pauses_read_at = float("-inf")
         self.misses = MissReport(worker.name)
+        # The queues as PostgreSQL can name them: a --queue that is not UTF-8 (kept as lone
+        # surrogates) has no jobs there, and would fail every claim's encoding.
+        self.sql_queues = [q for q in worker.queues if _is_utf8(q)]
 
     def active(self) -> int:
         """Jobs claimed whose handler has not returned yet (waiting or running)."""
@@ -147,7 +158,7 @@ class Claimer:
         pause = 0.0
         while True:
             try:
-                leases = self.db.claim_leases(ids, w.name, w.queues)
+                leases = self.db.claim_leases(ids, w.name, self.sql_queues)
                 self._claim_backoff.reset()
                 metrics.POSTGRES.ok()
                 break
@@ -179,7 +190,7 @@ class Claimer:
         granted = {lease.job_id for lease in leases}
         missing = [i for i in ids if i not in granted]
         try:
-            held, causes = self.db.missed(missing, self.w.queues)
+            held, causes = self.db.missed(missing, self.sql_queues)
             self.misses.record(causes)
             if held:
                 self.w.transport.push([s.push_tuple() for s in held])
@@ -237,7 +248,7 @@ class Claimer:
         if len(ids) > 1:
             for pos, job_id in enumerate(ids):
                 try:
-                    leases += self.db.claim_leases([job_id], w.name, w.queues)
+                    leases += self.db.claim_leases([job_id], w.name, self.sql_queues)
                 except psycopg.OperationalError:
                     dropped.update((i, None) for i in ids[pos:])  # server away: reaper re-pushes
                     break
