@@ -9,7 +9,9 @@
 --   jobfence_worker    LOGIN, jobs_worker   (jobfence worker)
 --   jobfence_reaper    LOGIN, jobs_admin    (jobfence reaper: reap, recover, prune, compact)
 --   jobfence_relay     LOGIN, jobs_admin    (jobfence relay: stale_queued is granted to jobs_admin only)
---   jobfence_api       LOGIN, jobs_producer (jobfence api; its admin routes need jobs_admin)
+--   jobfence_api       LOGIN, jobs_producer (jobfence api: producer-scoped requests)
+--   jobfence_api_admin LOGIN, jobs_admin    (jobfence api: admin-scoped requests, --no-auth, the
+--                                            dashboard and GET /queues; JOBFENCE_API_ADMIN_DATABASE_URL)
 --   jobfence_admin     LOGIN, jobs_admin    (operators: jobfence stats, replay, audit, demo)
 -- Passwords: -v password_<role>=SECRET for any of the LOGIN roles; none given, none set
 -- (a server with trust or peer authentication, as on a laptop).
@@ -22,13 +24,14 @@ SELECT format('CREATE ROLE %I NOLOGIN', r)
 
 SELECT format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE', r)
   FROM unnest(ARRAY['jobs_owner', 'jobfence_worker', 'jobfence_reaper', 'jobfence_relay',
-                    'jobfence_api', 'jobfence_admin']) AS r
+                    'jobfence_api', 'jobfence_api_admin', 'jobfence_admin']) AS r
  WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r)
 \gexec
 
 SELECT format('GRANT %I TO %I', g, l)
   FROM (VALUES ('jobs_worker', 'jobfence_worker'), ('jobs_admin', 'jobfence_reaper'),
                ('jobs_admin', 'jobfence_relay'), ('jobs_producer', 'jobfence_api'),
+               ('jobs_admin', 'jobfence_api_admin'),
                ('jobs_admin', 'jobfence_admin')) AS v(g, l)
  WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members AS m
                     WHERE m.roleid = g::regrole AND m.member = l::regrole)
@@ -48,6 +51,9 @@ ALTER ROLE jobfence_relay PASSWORD :'password_jobfence_relay';
 \endif
 \if :{?password_jobfence_api}
 ALTER ROLE jobfence_api PASSWORD :'password_jobfence_api';
+\endif
+\if :{?password_jobfence_api_admin}
+ALTER ROLE jobfence_api_admin PASSWORD :'password_jobfence_api_admin';
 \endif
 \if :{?password_jobfence_admin}
 ALTER ROLE jobfence_admin PASSWORD :'password_jobfence_admin';

@@ -115,9 +115,11 @@ def build_children(*, app: str, workers: int, concurrency: int, batch: int | Non
                    grace: float, queues: list[str], metrics_port: int | None = None,
                    metrics_host: str = "127.0.0.1", api_port: int | None = None,
                    api_host: str = "127.0.0.1", api_no_auth: bool = False,
-                   role_urls: dict[str, str] | None = None, declare: bool = True) -> list[Child]:
+                   role_urls: dict[str, str] | None = None, declare: bool = True,
+                   api_env: dict[str, str] | None = None) -> list[Child]:
     """``role_urls``: role (worker, reaper, relay, api) -> the database URL its children log
-    in with, passed as their JOBFENCE_DATABASE_URL."""
+    in with, passed as their JOBFENCE_DATABASE_URL. ``api_env``: more environment for the
+    API child alone (its admin login)."""
     urls = role_urls or {}
 
     def login(role: str) -> dict:
@@ -153,6 +155,7 @@ def build_children(*, app: str, workers: int, concurrency: int, batch: int | Non
     if api_port is not None:
         # The API serves its own metrics on its port (GET /metrics), so it takes no
         # --metrics-port.
+        api_child_env = {**login("api"), **(api_env or {})}
         children.append(Child("api", base + ["api", "--host", api_host, "--port", str(api_port)]
-                              + (["--no-auth"] if api_no_auth else []), login("api")))
+                              + (["--no-auth"] if api_no_auth else []), api_child_env))
     return children

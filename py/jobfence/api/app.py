@@ -40,8 +40,11 @@ class Settings:
     database_url: str = "postgresql://127.0.0.1:5432/jobfence"
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Where GET /metrics and the dashboard's overview read (e.g. a hot standby); None:
-    # database_url.
+    # the admin login's database (api/logins.py).
     read_database_url: str | None = None
+    # The login admin-scoped requests and the read-only views run as (a jobs_admin member);
+    # None: database_url's login, if it is in jobs_admin (api/logins.py).
+    admin_database_url: str | None = None
     # None: --no-auth (every request holds the admin scope).
     tokens: list[Token] | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -63,16 +66,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = ApiClient(settings.database_url, settings.redis_url,
                              pool_size=settings.pool_size, timeout=5.0, name="jobfence-api")
         await client.pool.open()
+        admin = None
+        if settings.admin_database_url:
+            admin = ApiClient(settings.admin_database_url, settings.redis_url,
+                              pool_size=max(2, settings.pool_size // 2), timeout=5.0,
+                              name="jobfence-api-admin")
+            await admin.pool.open()
+        elif await _is_admin(client):
+            admin = client
         waiters = Waiters(client, settings.wait_interval)
         waiters.start()
         api_metrics.waiting.set_function(waiters.count)
         # As `jobfence metrics`: a scrape waits briefly for a connection and bounds each
         # statement, so Prometheus gets an answer (jobfence_up 0) within its timeout.
-        scrape_db = Database(settings.read_database_url or settings.database_url, max_size=1,
+        scrape_db = Database(settings.read_database_url or settings.admin_database_url
+                             or settings.database_url, max_size=1,
                              name="jobfence-api-metrics",
                              timeout=3.0, statement_timeout=5.0)
         # The dashboard's overview reads a hot standby when one is named, like the scrape.
-        reader = client
+        reader = admin or client
         if settings.read_database_url:
             from ..aio import AsyncClient
 
@@ -80,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                  timeout=5.0, name="jobfence-api-reads")
             await reader.pool.open()
         app.state.client, app.state.read_client, app.state.waiters = client, reader, waiters
+        app.state.admin_client = admin
         app.state.sql_registry, _collector = registry_for(scrape_db)
         if settings.on_ready is not None:
             settings.on_ready()
@@ -88,7 +101,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await waiters.stop()
             await client.close()
-            if reader is not client:
+            if admin is not None and admin is not client:
+                await admin.close()
+            if reader is not client and reader is not admin:
                 await reader.close()
             scrape_db.close()
 
@@ -113,6 +128,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Observe, metrics=api_metrics)
     app.openapi = lambda: openapi_document(app)
     return app
+
+
+async def _is_admin(client) -> bool:
+    async with client.pool.connection() as conn:
+        cur = await conn.execute("SELECT pg_has_role(session_user, 'jobs_admin', 'MEMBER')")
+        return bool((await cur.fetchone())[0])
 
 
 def openapi_document(app: FastAPI) -> dict:

@@ -95,6 +95,8 @@ def authorize(request: Request, scope: str) -> str:
         raise ApiProblem(403, "forbidden",
                          f"this token's scope ({held}) does not allow this; it needs "
                          f"the {scope} scope")
+    # Which login serves the request (routes._client) follows the scope it holds.
+    request.state.scope = held
     return held
 
 

@@ -167,11 +167,28 @@ def install(app) -> None:
     async def _limit(_request: Request, exc: psycopg.Error):
         return problem(400, "invalid_input", _first_line(exc), sqlstate=exc.sqlstate)
 
+    @app.exception_handler(psycopg.errors.InsufficientPrivilege)
+    async def _no_grant(request: Request, exc: psycopg.Error):
+        # The deployment's fault, not the caller's: a 500, but one that says what to grant.
+        detail, hint = missing_grant(exc)
+        jlog.event(logger, logging.ERROR, "missing_grant", detail,
+                   path=loggable_path(request.scope), sqlstate=exc.sqlstate)
+        return problem(500, "missing_grant", detail, sqlstate=exc.sqlstate, hint=hint)
+
     @app.exception_handler(psycopg.Error)
     async def _db_error(request: Request, exc: psycopg.Error):
         jlog.event(logger, logging.ERROR, "database_error", _first_line(exc),
                    path=loggable_path(request.scope), sqlstate=exc.sqlstate)
         return problem(500, "database_error", _first_line(exc), sqlstate=exc.sqlstate)
+
+
+def missing_grant(exc: psycopg.Error) -> tuple[str, str]:
+    """A 42501 as (detail, hint): which object the API's database login may not use, and how
+    a deployment gives it the grant."""
+    return (f"the API's database login lacks a grant: {_first_line(exc)}",
+            "Queue depth, metrics, schedules, replay and pause need a login in jobs_admin: set "
+            "JOBFENCE_API_ADMIN_DATABASE_URL (scripts/roles.sql creates jobfence_api_admin) or "
+            "GRANT jobs_admin to the API's login (docs/http.md, \"Database logins\").")
 
 
 def _first_line(exc: BaseException) -> str:

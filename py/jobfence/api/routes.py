@@ -47,7 +47,18 @@ def _problems(*codes: int) -> dict:
 
 
 def _client(request: Request) -> AsyncClient:
+    """The pool of the login that serves the scope this request holds (api/logins.py): an
+    admin-scoped request runs as the admin login, a producer-scoped one as the API's."""
+    admin = getattr(request.app.state, "admin_client", None)
+    if admin is not None and getattr(request.state, "scope", None) == ADMIN:
+        return admin
     return request.app.state.client
+
+
+def _reader(request: Request) -> AsyncClient:
+    """The read-only views anyone signed in may see (queue depth, schedules) read as the
+    admin login when there is one: jobs_producer holds no grant on them."""
+    return getattr(request.app.state, "admin_client", None) or request.app.state.client
 
 
 def _parked_ids(jobs) -> list[int]:
@@ -266,7 +277,7 @@ async def list_jobs(request: Request,
             responses={200: {"model": s.Queues, "description": "One row per queue and kind."},
                        **_problems(400, 401, 403, 503)})
 async def queues(request: Request, _scope=producer):
-    return Json({"queues": [plain(r) for r in await _client(request).queue_depth()]})
+    return Json({"queues": [plain(r) for r in await _reader(request).queue_depth()]})
 
 
 @router.get("/healthz", response_model=None, tags=["operations"],

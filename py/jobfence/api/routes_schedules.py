@@ -18,7 +18,7 @@ from .auth import ADMIN, PRODUCER, require
 from .guard import GuardedRoute
 from .problems import ApiProblem
 from .render import Json, plain
-from .routes import _client, _problems
+from .routes import _client, _problems, _reader
 from .schemas import Answer, Problem
 
 router = APIRouter(route_class=GuardedRoute)
@@ -86,7 +86,7 @@ def _refused(location: str, exc: ScheduleError) -> ApiProblem:
                              "last tick enqueued and next tick."},
                        **_problems(400, 401, 403, 503)})
 async def list_schedules(request: Request, _scope=producer):
-    found = await _client(request)._all(sql.SCHEDULES, None)
+    found = await _reader(request)._all(sql.SCHEDULES, None)
     return Json({"schedules": [schedule_view(r) for r in found]})
 
 

@@ -10,10 +10,12 @@ import socket
 
 import click
 
-from .common import (EXIT_USAGE, Fail, database_url_for, exit_process, read_database_url_for,
-                     redis_url_for, require_schema, setup_logging)
+from .common import (API_ADMIN_DATABASE_URL_ENV, API_ADMIN_LOGIN_ENV, EXIT_USAGE, Fail, checked_database_url,
+                     database_url_for, exit_process, read_database_url_for, redis_url_for,
+                     require_schema, setup_logging)
 
 TOKENS_ENV = "JOBFENCE_API_TOKENS"
+ADMIN_PASSWORD_ENV = API_ADMIN_LOGIN_ENV[1]
 
 
 def is_loopback(host: str) -> bool:
@@ -42,6 +44,41 @@ def _listen(host: str, port: int) -> socket.socket:
         raise Fail(f"cannot listen for HTTP on {host}:{port}: {reason}", EXIT_USAGE) from None
     sock.set_inheritable(True)
     return sock
+
+
+def _admin_url() -> str | None:
+    """JOBFENCE_API_ADMIN_DATABASE_URL, with JOBFENCE_API_ADMIN_DATABASE_PASSWORD when set:
+    PGPASSWORD is the API login's, and a password kept out of the URL stays out of
+    ``docker inspect`` and of logs."""
+    from psycopg.conninfo import make_conninfo
+
+    from .. import redact
+
+    url = os.environ.get(API_ADMIN_DATABASE_URL_ENV, "").strip()
+    if not url:
+        return None
+    url = checked_database_url(url)
+    password = os.environ.get(ADMIN_PASSWORD_ENV)
+    if password:
+        url = make_conninfo(url, password=password)
+        redact.register(url)
+    return url
+
+
+def _check_logins(api_url: str, admin_url: str | None, needs_admin: bool) -> None:
+    """A scope no database login can serve is refused now, in one line (api/logins.py)."""
+    import psycopg
+
+    from ..api.logins import login_of, refusal
+
+    try:
+        api_login = login_of(api_url)
+        admin_login = login_of(admin_url) if admin_url else None
+    except psycopg.OperationalError:
+        return  # PostgreSQL away: the API starts and answers 503 until it is back
+    why = refusal(api_login, admin_login, needs_admin)
+    if why:
+        raise Fail(why, EXIT_USAGE)
 
 
 @click.command()
@@ -100,9 +137,13 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
 
     import uvicorn
 
-    require_schema(database_url_for(ctx, "api"))
-    app = create_app(Settings(database_url=database_url_for(ctx, "api"), redis_url=redis_url_for(ctx),
+    api_url = database_url_for(ctx, "api")
+    admin_url = _admin_url()
+    require_schema(api_url)
+    _check_logins(api_url, admin_url, needs_admin=no_auth or any(t.scope == "admin" for t in tokens))
+    app = create_app(Settings(database_url=api_url, redis_url=redis_url_for(ctx),
                               read_database_url=read_database_url_for(ctx, fallback=False),
+                              admin_database_url=admin_url,
                               tokens=None if no_auth else tokens, pool_size=pool_size,
                               max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                               on_ready=ready))

@@ -50,6 +50,9 @@ class Fail(click.ClickException):
 # process may log in as its own role; unset, it uses --database-url.
 ROLE_DATABASE_URL_ENV = {role: f"JOBFENCE_{role.upper()}_DATABASE_URL"
                          for role in ("worker", "reaper", "relay", "api")}
+# The API's second login, for admin-scoped requests (api/logins.py); no fallback.
+API_ADMIN_DATABASE_URL_ENV = "JOBFENCE_API_ADMIN_DATABASE_URL"
+API_ADMIN_LOGIN_ENV = (API_ADMIN_DATABASE_URL_ENV, "JOBFENCE_API_ADMIN_DATABASE_PASSWORD")
 
 
 def cfg(ctx: click.Context) -> dict:
@@ -59,7 +62,8 @@ def cfg(ctx: click.Context) -> dict:
         conf["_redacting"] = True
         jlog.redact_last_resort()
         redact.register(conf.get("database_url"), conf.get("redis_url"),
-                        *(os.environ.get(v) for v in ROLE_DATABASE_URL_ENV.values()))
+                        *(os.environ.get(v) for v in ROLE_DATABASE_URL_ENV.values()),
+                        os.environ.get(API_ADMIN_DATABASE_URL_ENV))
     return conf
 
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import (EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
+from .common import (API_ADMIN_LOGIN_ENV, EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
                      Fail, app_from, cfg, database_url_for, exit_process, map_errors, queues_from,
                      redis_url_for, require_schema, setup_logging)
 from .metrics import with_metrics_port
@@ -242,9 +242,12 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
     conf = cfg(ctx)
     # URLs travel in the environment, never in argv (which /proc/PID/cmdline shows). Each
     # child gets the one URL of its role and none of the others' credentials.
-    env = {k: v for k, v in os.environ.items() if k not in ROLE_DATABASE_URL_ENV.values()}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ROLE_DATABASE_URL_ENV.values() and k not in API_ADMIN_LOGIN_ENV}
     env["JOBFENCE_REDIS_URL"] = redis_url_for(ctx)
     role_urls = {role: database_url_for(ctx, role) for role in ROLE_DATABASE_URL_ENV}
+    # The API's admin login (and its password) reaches the API child only.
+    api_admin = {k: os.environ[k] for k in API_ADMIN_LOGIN_ENV if os.environ.get(k, "").strip()}
     if dead_letter_webhook:
         env["JOBFENCE_DEAD_LETTER_WEBHOOK"] = dead_letter_webhook
     children = build_children(app=app_ref, workers=workers, concurrency=concurrency, batch=batch,
@@ -253,7 +256,7 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
                               grace=grace, queues=list(queues), metrics_port=metrics_port,
                               metrics_host=metrics_host, api_port=None if no_api else api_port,
                               api_host=api_host, api_no_auth=api_no_auth,
-                              role_urls=role_urls, declare=not no_declare)
+                              role_urls=role_urls, declare=not no_declare, api_env=api_admin)
     sys.exit(Supervisor(children, env=env, grace=grace).run())
 
 

@@ -14,7 +14,7 @@ from starlette.responses import RedirectResponse, Response
 
 from .. import rows, sql
 from ..dashboard import view
-from ..api.problems import STATUS_OF
+from ..api.problems import STATUS_OF, missing_grant
 from ..api.routes import KIND_HINT, KIND_NAME
 from ..errors import JobfenceError, JobNotFound
 from ..transport import MAX_JOB_ID
@@ -45,7 +45,9 @@ def _sessions(request: Request) -> Sessions:
 
 
 def _client(request: Request):
-    return request.app.state.client
+    # The dashboard reads views only jobs_admin may read, and its two actions are admin's:
+    # it runs as the admin login when there is one (api/logins.py).
+    return getattr(request.app.state, "admin_client", None) or request.app.state.client
 
 
 def _viewer(request: Request) -> Viewer:
@@ -96,6 +98,7 @@ def install_handlers(app) -> None:
     # A page, not a problem document, when PostgreSQL is down or refuses a dashboard read;
     # the API's routes keep their handlers.
     for kind, status, title in ((psycopg.OperationalError, 503, "PostgreSQL does not answer"),
+                                (psycopg.errors.InsufficientPrivilege, 500, "Missing database grant"),
                                 (JobfenceError, None, "Refused by PostgreSQL")):
         _page_for_ui(app, kind, status, title)
 
@@ -109,6 +112,8 @@ def _page_for_ui(app, kind, status: int | None, title: str) -> None:
         code = status or next((c for cls, c in STATUS_OF.items() if isinstance(exc, cls)), 500)
         if isinstance(exc, JobfenceError):
             detail, hint = f"{exc.message} ({exc.sqlstate})", exc.hint
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            detail, hint = missing_grant(exc)
         else:
             detail, hint = "the dashboard could not read PostgreSQL; reload to try again", None
         return page(request, "error.html", _sessions(request).viewer(request), http_status=code,
