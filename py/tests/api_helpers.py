@@ -14,6 +14,7 @@ import psycopg
 PRODUCER_TOKEN = f"producer-{uuid.uuid4().hex}"
 ADMIN_TOKEN = f"admin-{uuid.uuid4().hex}"
 TOKENS = f"{PRODUCER_TOKEN},{ADMIN_TOKEN}:admin"
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 @dataclass
@@ -46,7 +47,11 @@ class Api:
         payload = raw
         if body is not None:
             payload = json.dumps(body).encode()
+        if body is not None or method in STATE_CHANGING:
+            # The API refuses a state-changing request without it, body or none.
             sent.setdefault("Content-Type", "application/json")
+        # A header given as None is not sent (a test of what its absence does).
+        sent = {k: v for k, v in sent.items() if v is not None}
         try:
             conn.request(method, path, body=payload, headers=sent)
             response = conn.getresponse()

@@ -479,7 +479,7 @@ def test_healthcheck_passes_against_the_service_command(name, config, procs):
     if cli.get_command(click.Context(cli), args[1]) is None:
         pytest.fail(f"`jobfence {args[1]}` is not a command of the CLI")
     port = _free_port()
-    extra = {k: v for k, v in env(svc).items() if k == "JOBFENCE_API_TOKENS"}
+    extra = {k: v for k, v in env(svc).items() if k.startswith("JOBFENCE_API_")}
     proc = procs.start(name, *_local(args, port)[1:], env=extra)
     check = healthcheck_argv(svc)
     url = urlsplit(check[1])._replace(netloc=f"127.0.0.1:{port}").geturl()
@@ -500,6 +500,23 @@ def test_healthcheck_passes_against_the_service_command(name, config, procs):
         if other != name:
             assert hc.check([url, *healthcheck_argv(svcs[other])[2:]]) is not None, (
                 f"{other}'s healthcheck passes against {name}: it checks nothing of {other}'s")
+
+
+def test_the_api_service_answers_by_its_service_name_and_refuses_other_hosts(config, procs):
+    """Other containers reach the API as http://api:8000: its Host allow-list must hold the
+    service name, and its default token must be one `jobfence api` accepts (16+ characters)."""
+    from api_helpers import Api
+
+    svc = services(config)["api"]
+    port = _free_port()
+    extra = {k: v for k, v in env(svc).items() if k.startswith("JOBFENCE_API_")}
+    proc = procs.start("api", *_local(argv(svc), port)[1:], env=extra)
+    proc.wait_for("api_listening")
+    token = extra["JOBFENCE_API_TOKENS"].split(",")[0].rsplit(":", 1)[0]
+    api = Api(proc, port, token)
+    assert api.get("/queues", headers={"Host": "api:8000"}).status == 200
+    assert api.get("/queues", headers={"Host": f"127.0.0.1:{port}"}).status == 200
+    assert api.get("/queues", headers={"Host": "evil.example"}).status == 421
 
 
 # -- the roles file against the real server ----------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fastapi import FastAPI
@@ -19,6 +19,7 @@ from .. import __version__
 from . import problems, routes, routes_queues, routes_schedules
 from .auth import Authenticator, Token
 from .client import ApiClient
+from .hosts import HostGuard, HostPolicy
 from .metrics import ApiMetrics
 from .middleware import BodyLimit, HeadAsGet, Observe
 from .waiters import Waiters
@@ -27,6 +28,8 @@ from ..ui import install as install_ui
 # Bodies over this are refused unread: 1000 specs of identifiers fit many times over; data
 # belongs in storage, referenced from the payload.
 DEFAULT_MAX_BODY_BYTES = 1536 * 1024
+# A 1.5 MiB body at 100 kB/s still arrives; a body trickled in to hold a connection does not.
+DEFAULT_BODY_TIMEOUT = 30.0
 
 DESCRIPTION = """Submit jobs and follow them over HTTP. PostgreSQL is the system of record:
 a submit answers **202 Accepted** once the job is committed, then its id is pushed to Redis
@@ -48,6 +51,10 @@ class Settings:
     # None: --no-auth (every request holds the admin scope).
     tokens: list[Token] | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    # The Host names answered (loopback only by default) and the origins besides a
+    # request's own that may change state (hosts.py).
+    host_policy: HostPolicy = field(default_factory=HostPolicy)
     pool_size: int = 10
     wait_interval: float = 0.075
     # Called once the pools are open and the long-poll hub runs (the CLI logs api_listening).
@@ -109,22 +116,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="jobfence", version=__version__, description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None,
-                  # A body without any Content-Type is read as JSON (guard.py refuses any
-                  # other type with 415 before FastAPI looks).
+                  # guard.py decides the media type (a state-changing request without
+                  # Content-Type: application/json is a 415) before FastAPI looks.
                   strict_content_type=False,
                   # A redirect would name this process's own scheme and host, which behind
                   # a proxy are the wrong ones; /jobs/ is a 404 instead.
                   redirect_slashes=False)
     app.state.auth = Authenticator(settings.tokens)
     app.state.metrics = api_metrics
+    app.state.host_policy = settings.host_policy
     problems.install(app)
     app.include_router(routes.router)
     app.include_router(routes_schedules.router)
     app.include_router(routes_queues.router)
     install_ui(app)
     app.add_middleware(HeadAsGet)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    # Added last, so outermost: it also counts what the body cap refused.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
+                       timeout=settings.body_timeout)
+    # Outside the body cap: a request to a Host not allowed is refused unread.
+    app.add_middleware(HostGuard, policy=settings.host_policy)
+    # Added last, so outermost: it also counts what the host check and the body cap refused.
     app.add_middleware(Observe, metrics=api_metrics)
     app.openapi = lambda: openapi_document(app)
     return app

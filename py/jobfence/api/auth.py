@@ -21,6 +21,8 @@ ADMIN = "admin"
 # What each scope may do; admin holds every right producer holds.
 SCOPES = {PRODUCER: frozenset({PRODUCER}), ADMIN: frozenset({PRODUCER, ADMIN})}
 DEFAULT_SCOPE = PRODUCER
+# A short token can be guessed over the network; `openssl rand -hex 24` gives 48.
+MIN_TOKEN_CHARS = 16
 
 
 class TokenError(ValueError):
@@ -49,6 +51,10 @@ def parse_tokens(raw: str | None) -> list[Token]:
         if not secret or any(c.isspace() for c in secret):
             raise TokenError(f"JOBFENCE_API_TOKENS entry {position + 1}: a token must be "
                              "non-empty and without spaces")
+        if len(secret) < MIN_TOKEN_CHARS:
+            raise TokenError(f"JOBFENCE_API_TOKENS entry {position + 1}: a token must be at "
+                             f"least {MIN_TOKEN_CHARS} characters (try `openssl rand -hex "
+                             "24`)")
         tokens.append(Token(secret.encode(), scope))
     return tokens
 

@@ -1,7 +1,8 @@
-"""What every route checks before FastAPI reads its parameters and body: the token first
-(an anonymous caller learns nothing, not even that its JSON is malformed), then the query
-string (a typo such as ``?statuss=failed`` must not silently widen a listing), then the
-body's media type and encoding."""
+"""What every route checks before FastAPI reads its parameters and body: on a
+state-changing route the ``Origin`` first (a page of another site is refused whatever it
+holds), then the token (an anonymous caller learns nothing, not even that its JSON is
+malformed), then the query string (a typo such as ``?statuss=failed`` must not silently
+widen a listing), then the body's media type and encoding."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 
 from .auth import authorize
+from .hosts import ORIGINS_ENV, origin_allowed
 from .problems import ApiProblem
 
 # Routes that ignore their query string: probes add cache-busting parameters.
 LENIENT_QUERY = frozenset({"/healthz"})
 JSON_MEDIA_TYPE = "application/json"
 UTF8 = frozenset({"utf-8", "utf8"})
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def header_text(request: Request, name: str) -> str | None:
@@ -40,11 +43,27 @@ def _bad_body(message: str) -> ApiProblem:
                       errors=[{"location": "body", "message": message}])
 
 
+def _check_origin(request: Request) -> None:
+    if origin_allowed(request):
+        return
+    shown = (request.headers.get("origin") or "")[:100]
+    raise ApiProblem(403, "origin_not_allowed",
+                     f"Origin {shown!r} is neither this server's own nor one listed in "
+                     f"{ORIGINS_ENV} (or --allowed-origin): a page of another site may not "
+                     "change anything here",
+                     errors=[{"location": "header.Origin", "message": "not an allowed origin"}])
+
+
 def _check_media_type(request: Request) -> None:
     given = request.headers.get("content-type")
     if given is None:
-        # Nothing said: read as JSON, the only thing this API takes.
-        return
+        # Required even without a body: a page of another site can post a form or a
+        # no-cors fetch with no type or a form type, but not application/json, which a
+        # browser sends cross-site only after a preflight this API never approves.
+        why = "missing: required on every POST, PUT, PATCH and DELETE, even without a body"
+        raise ApiProblem(415, "unsupported_media_type",
+                         f"send Content-Type: application/json ({why})",
+                         errors=[{"location": "header.Content-Type", "message": why}])
     parsed = email.message.Message()
     parsed["content-type"] = given
     media = parsed.get_content_type()
@@ -65,7 +84,6 @@ async def _read_json(request: Request) -> None:
     body = await request.body()
     if not body:
         return
-    _check_media_type(request)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -125,12 +143,17 @@ class GuardedRoute(APIRoute):
         known = frozenset(param.alias for d in every for param in d.query_params)
         lenient = self.path in LENIENT_QUERY
         takes_body = any(d.body_params for d in every)
+        changes_state = bool(set(self.methods or ()) & STATE_CHANGING)
 
         async def guarded(request: Request):
+            if changes_state:
+                _check_origin(request)
             if needed is not None:
                 authorize(request, needed)
             if not lenient:
                 _check_query(request, known)
+            if changes_state or takes_body:
+                _check_media_type(request)
             if takes_body:
                 await _read_json(request)
             return await handler(request)

@@ -3,6 +3,7 @@ lines."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -49,11 +50,13 @@ class BodyLimit:
     """Refuse a body over ``max_bytes`` before the application sees it: at once from its
     Content-Length (nothing is read), or as soon as a streamed (chunked) body passes the
     limit. A body under the limit is read whole here and handed on, so a route never parses
-    a truncated document."""
+    a truncated document. A body not complete within ``timeout`` seconds of its headers is a
+    408: uvicorn waits for a trickling body as long as the client keeps sending."""
 
-    def __init__(self, app, max_bytes: int):
+    def __init__(self, app, max_bytes: int, timeout: float = 30.0):
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout = timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -74,18 +77,26 @@ class BodyLimit:
                     return await _send_problem(scope, receive, send, 413, "body_too_large",
                                                too_large)
         chunks, total = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                # The client went away before the body was complete: nobody to answer.
-                return
-            body = message.get("body", b"")
-            total += len(body)
-            if total > self.max_bytes:
-                return await _send_problem(scope, receive, send, 413, "body_too_large", too_large)
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        # The client went away before the body was complete: nobody to answer.
+                        return
+                    body = message.get("body", b"")
+                    total += len(body)
+                    if total > self.max_bytes:
+                        return await _send_problem(scope, receive, send, 413, "body_too_large",
+                                                   too_large)
+                    chunks.append(body)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            return await _send_problem(
+                scope, receive, send, 408, "request_timeout",
+                f"the request body did not arrive within {self.timeout:g} s of its headers "
+                f"({total} bytes came)")
         whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         handed = False
 

@@ -51,13 +51,18 @@ class ApiProblem(Exception):
         self.headers, self.extra = headers, extra
 
 
-def problem(status: int, name: str, detail: str, *, sqlstate: str | None = None,
-            headers: dict | None = None, **extra: Any) -> Response:
+def problem_body(status: int, name: str, detail: str, *, sqlstate: str | None = None,
+                 **extra: Any) -> bytes:
     body = {"type": TYPE_PREFIX + name, "title": HTTPStatus(status).phrase, "status": status,
             "detail": detail, "name": name, "sqlstate": sqlstate}
     body.update(extra)
-    return Response(json.dumps(body, default=str), status_code=status, media_type=MEDIA_TYPE,
-                    headers=headers)
+    return json.dumps(body, default=str).encode()
+
+
+def problem(status: int, name: str, detail: str, *, sqlstate: str | None = None,
+            headers: dict | None = None, **extra: Any) -> Response:
+    return Response(problem_body(status, name, detail, sqlstate=sqlstate, **extra),
+                    status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
 def loggable_path(scope) -> str:

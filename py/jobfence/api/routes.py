@@ -38,10 +38,13 @@ JobId = Path(ge=1, le=MAX_JOB_ID, description="A job id (positive 64-bit integer
 
 def _problems(*codes: int) -> dict:
     described = {400: "malformed JSON, a schema violation or a value the SQL refuses (22023)",
-                 401: "no valid bearer token", 403: "the token's scope does not allow this",
+                 401: "no valid bearer token",
+                 403: "the token's scope does not allow this, or (POST, PUT, DELETE) an "
+                      "Origin that is not this server's",
                  404: "no such job (JB002)", 409: "refused by the state machine",
                  413: "body over the cap, or payload over the kind's limit (JB004)",
-                 415: "a body that is not application/json (UTF-8)",
+                 415: "Content-Type missing or not application/json (UTF-8): required on "
+                      "every POST, PUT and DELETE, even without a body",
                  422: "unknown kind (JB005)", 503: "PostgreSQL does not answer"}
     return {code: {"model": s.Problem, "description": described[code]} for code in codes}
 
@@ -216,7 +219,7 @@ async def cancel(request: Request, job_id: int = JobId,
 @router.post("/jobs/{job_id}/replay", status_code=202, response_model=None, tags=["jobs"],
              summary="Re-drive a failed job (admin)",
              responses={202: {"model": s.ReplayAnswer, "description": "Queued again, retry "
-                              "budget reset."}, **_problems(400, 401, 403, 404, 409, 503)})
+                              "budget reset."}, **_problems(400, 401, 403, 404, 409, 415, 503)})
 async def replay(request: Request, job_id: int = JobId, _scope=admin):
     replayed, enqueued = await _client(request).replay(job_id)
     if not replayed:

@@ -49,7 +49,7 @@ def _checked(queue: str) -> str:
 @router.post("/queues/{queue}/pause", response_model=None, tags=["operations"],
              summary="Stop claims of a queue's jobs (admin)",
              responses={200: {"model": PauseAnswer, "description": "Paused (jobs already "
-                              "running go on)."}, **_problems(400, 401, 403, 503)})
+                              "running go on)."}, **_problems(400, 401, 403, 415, 503)})
 async def pause(request: Request, queue: str = QueueName, _scope=admin):
     changed = await _client(request).pause(_checked(queue))
     return Json({"queue": queue, "paused": True, "changed": changed})
@@ -58,7 +58,7 @@ async def pause(request: Request, queue: str = QueueName, _scope=admin):
 @router.post("/queues/{queue}/resume", response_model=None, tags=["operations"],
              summary="Let a paused queue's jobs be claimed again, and signal them (admin)",
              responses={200: {"model": ResumeAnswer, "description": "Resumed."},
-                        **_problems(400, 401, 403, 503)})
+                        **_problems(400, 401, 403, 415, 503)})
 async def resume(request: Request, queue: str = QueueName, _scope=admin):
     changed, signalled, pushed = await _client(request).resume(_checked(queue))
     if not pushed:

@@ -116,7 +116,7 @@ async def put_schedule(request: Request, body: ScheduleRequest, name: str = Sche
                summary="Delete a periodic job; the jobs it enqueued stay (admin)",
                responses={204: {"description": "Deleted."},
                           404: {"model": Problem, "description": "no schedule has that name"},
-                          **_problems(400, 401, 403, 503)})
+                          **_problems(400, 401, 403, 415, 503)})
 async def delete_schedule(request: Request, name: str = ScheduleName, _scope=admin):
     (found,) = await _client(request)._all(sql.UNSCHEDULE, {"name": name})
     if not found["removed"]:

@@ -16,6 +16,39 @@ from .common import (API_ADMIN_DATABASE_URL_ENV, API_ADMIN_LOGIN_ENV, EXIT_USAGE
 
 TOKENS_ENV = "JOBFENCE_API_TOKENS"
 ADMIN_PASSWORD_ENV = API_ADMIN_LOGIN_ENV[1]
+# As jobfence.api.hosts names them; that package imports FastAPI, which other commands
+# need not load.
+HOSTS_ENV = "JOBFENCE_API_ALLOWED_HOSTS"
+ORIGINS_ENV = "JOBFENCE_API_ALLOWED_ORIGINS"
+
+
+def api_tokens():
+    """The tokens of JOBFENCE_API_TOKENS; a usage error (exit 2, one line without the token)
+    when one cannot be read or is too short. `jobfence run` asks too, before its children."""
+    from ..api.auth import TokenError, parse_tokens
+
+    try:
+        return parse_tokens(os.environ.get(TOKENS_ENV))
+    except TokenError as exc:
+        raise Fail(str(exc), EXIT_USAGE) from None
+
+
+def host_policy(host: str, allowed_hosts=(), allowed_origins=(), no_auth: bool = False):
+    """The Host allow-list and the allowed origins; a usage error when an entry cannot be
+    read, or when any Host would be answered without tokens."""
+    from ..api.hosts import HostConfigError, build_policy
+
+    try:
+        policy = build_policy(host, os.environ.get(HOSTS_ENV), allowed_hosts,
+                              os.environ.get(ORIGINS_ENV), allowed_origins)
+    except HostConfigError as exc:
+        raise Fail(str(exc), EXIT_USAGE) from None
+    if policy.any_host and no_auth:
+        # Any Host lets a DNS-rebound page pass the same-origin check too.
+        raise Fail(f"--no-auth with {HOSTS_ENV} or --allowed-host '*': any web page could "
+                   "reach this open API through DNS rebinding; list the host names, or set "
+                   "tokens", EXIT_USAGE)
+    return policy
 
 
 def is_loopback(host: str) -> bool:
@@ -23,6 +56,13 @@ def is_loopback(host: str) -> bool:
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def normal_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
     except ValueError:
         return False
 
@@ -93,31 +133,51 @@ def _check_logins(api_url: str, admin_url: str | None, needs_admin: bool) -> Non
               help="Refuse request bodies over this size with 413 [default: 1.5 MiB].")
 @click.option("--pool-size", default=10, show_default=True, type=click.IntRange(1, 200),
               help="PostgreSQL connections of the API (long polls hold none).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help=f"Also answer requests whose Host is NAME (any port; .example.com: the "
+                   f"domain and its subdomains; *: any). Repeatable; adds to {HOSTS_ENV}. "
+                   "Loopback names and the --host address are always answered.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
+              help=f"Also accept POST/PUT/DELETE from pages of ORIGIN (scheme://host[:port]). "
+                   f"Repeatable; adds to {ORIGINS_ENV}.")
+@click.option("--header-timeout", default=None, type=click.FloatRange(0.1, 3600),
+              help="Seconds a request's headers may take to arrive (408, connection closed) "
+                   "[default: 10].")
+@click.option("--body-timeout", default=None, type=click.FloatRange(0.1, 3600),
+              help="Seconds a request body may take to arrive after its headers (408) "
+                   "[default: 30].")
+@click.option("--limit-concurrency", default=None, type=click.IntRange(1, 1_000_000),
+              help="Answer 503 once this many connections are open [default: no limit].")
 @click.option("--print-openapi", is_flag=True,
               help="Print the OpenAPI document on stdout and exit (docs/openapi.json).")
 @click.pass_context
-def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
+def api(ctx, host, port, no_auth, max_body_bytes, pool_size, allowed_hosts, allowed_origins,
+        header_timeout, body_timeout, limit_concurrency, print_openapi):
     """The HTTP API: submit (202 Accepted), follow, cancel and replay jobs.
 
     Tokens come from JOBFENCE_API_TOKENS: comma-separated TOKEN[:SCOPE], SCOPE being
-    producer (the default: submit, read, cancel) or admin (also replay and /metrics).
+    producer (the default: submit, read, cancel) or admin (also replay and /metrics);
+    each token at least 16 characters.
     """
     from ..api import Settings, create_app, openapi_text
-    from ..api.app import DEFAULT_MAX_BODY_BYTES
-    from ..api.auth import TokenError, parse_tokens
+    from ..api.app import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
+    from ..api.hosts import LOOPBACK_NAMES
+    from ..api.serve import DEFAULT_HEADER_TIMEOUT, server_config
 
     if print_openapi:
         click.echo(openapi_text(), nl=False)
         return
-    try:
-        tokens = parse_tokens(os.environ.get(TOKENS_ENV))
-    except TokenError as exc:
-        raise Fail(str(exc), EXIT_USAGE) from None
+    tokens = api_tokens()
     if tokens and no_auth:
         raise Fail(f"--no-auth and {TOKENS_ENV} both given: unset one", EXIT_USAGE)
     if not tokens and not no_auth:
         raise Fail(f"no API tokens: set {TOKENS_ENV}=TOKEN[:producer|admin],... or pass "
                    "--no-auth (meant for 127.0.0.1 only)", EXIT_USAGE)
+    policy = host_policy(host, allowed_hosts, allowed_origins, no_auth)
+    api_url = database_url_for(ctx, "api")
+    admin_url = _admin_url()
+    require_schema(api_url)
+    _check_logins(api_url, admin_url, needs_admin=no_auth or any(t.scope == "admin" for t in tokens))
     setup_logging(ctx, "api")
     from .. import log as jlog
     from ..api.problems import logger
@@ -127,31 +187,32 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, print_openapi):
                    "serving without authentication (--no-auth): every request holds the "
                    "admin scope; listen on 127.0.0.1 only", host=host,
                    loopback=is_loopback(host))
+    if normal_wildcard(host) and len(policy.hosts) == len(LOOPBACK_NAMES):
+        jlog.event(logger, logging.WARNING, "hosts_loopback_only",
+                   f"listening on every interface, but only loopback Host names are "
+                   f"answered (421 otherwise): list the names clients use in {HOSTS_ENV}",
+                   host=host)
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
 
     def ready():
         jlog.event(logger, logging.INFO, "api_listening", "HTTP API ready", host=host,
                    port=bound, auth="off" if no_auth else "tokens",
-                   tokens=len(tokens) if tokens else 0)
+                   tokens=len(tokens) if tokens else 0,
+                   allowed_hosts=",".join(policy.hosts))
 
     import uvicorn
 
-    api_url = database_url_for(ctx, "api")
-    admin_url = _admin_url()
-    require_schema(api_url)
-    _check_logins(api_url, admin_url, needs_admin=no_auth or any(t.scope == "admin" for t in tokens))
     app = create_app(Settings(database_url=api_url, redis_url=redis_url_for(ctx),
                               read_database_url=read_database_url_for(ctx, fallback=False),
                               admin_database_url=admin_url,
                               tokens=None if no_auth else tokens, pool_size=pool_size,
                               max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-                              on_ready=ready))
-    # log_config=None: uvicorn's own lines go through jobfence's formatter; no access log
-    # (the Observe middleware logs requests without headers, so no token reaches a log).
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
-                                           lifespan="on", timeout_graceful_shutdown=5,
-                                           server_header=False))
+                              body_timeout=body_timeout or DEFAULT_BODY_TIMEOUT,
+                              host_policy=policy, on_ready=ready))
+    server = uvicorn.Server(server_config(app,
+                                          header_timeout=header_timeout or DEFAULT_HEADER_TIMEOUT,
+                                          limit_concurrency=limit_concurrency))
     server.run(sockets=[sock])
     jlog.event(logger, logging.INFO, "api_stopped", "HTTP API stopped")
     exit_process(0)

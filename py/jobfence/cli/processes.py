@@ -226,14 +226,18 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
         metrics_port, metrics_host, dead_letter_webhook, api_port, api_host, no_api, no_declare):
     """Relay + reaper + N workers + the HTTP API in one process tree (for a laptop)."""
     from ..runner import Supervisor, build_children
-    from .api import TOKENS_ENV, is_loopback
+    from .api import TOKENS_ENV, api_tokens, host_policy, is_loopback
 
     # Without tokens the API may only serve unauthenticated on a loopback address: refuse
-    # here, once, rather than let the child exit and be restarted forever.
+    # here, once, rather than let the child exit and be restarted forever. Likewise a token
+    # or an allowed host the child could not read.
     api_no_auth = not no_api and not os.environ.get(TOKENS_ENV, "").strip()
     if api_no_auth and not is_loopback(api_host):
         raise Fail(f"--api-host {api_host} is not a loopback address and {TOKENS_ENV} is "
                    "unset: set tokens, listen on 127.0.0.1, or pass --no-api", EXIT_USAGE)
+    if not no_api:
+        api_tokens()
+        host_policy(api_host, no_auth=api_no_auth)
     # A mistake in --app or a missing schema is one line now, not a restart loop of children
     # that cannot start.
     app_from(app_ref, serving=True)

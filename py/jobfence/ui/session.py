@@ -18,12 +18,12 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 
 from ..api.auth import ADMIN, SCOPES, Authenticator, _presented
+from ..api.hosts import origin_allowed
 
 COOKIE = "jobfence_session"
 # An operator's working day; after it the token is asked for again.
@@ -119,16 +119,11 @@ def secure_request(request: Request) -> bool:
 
 
 def same_origin(request: Request) -> bool:
-    """A form post's Origin, when the browser sends one, must name this host: a page of
-    another site cannot post here even with a stolen CSRF token. Browsers send Origin on
-    every POST; a client that sends none is judged by the CSRF token alone."""
-    origin = request.headers.get("origin")
-    if origin is None:
-        return True
-    if origin == "null":
-        return False
-    host = request.headers.get("host", "")
-    return urlsplit(origin).netloc.lower() == host.lower() and bool(host)
+    """A form post's Origin, when the browser sends one, must name this host (or an origin
+    of JOBFENCE_API_ALLOWED_ORIGINS): a page of another site cannot post here even with a
+    stolen CSRF token. Browsers send Origin on every POST; a client that sends none is
+    judged by the CSRF token alone."""
+    return origin_allowed(request)
 
 
 def csrf_ok(viewer: Viewer, presented: str | None) -> bool:
