@@ -33,7 +33,7 @@ BEGIN
                                      array_fill(NULL::text, ARRAY[n]), tokens, 'jobs.complete_many');
 END $$;
 COMMENT ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[], uuid[]) IS
-    'jobs.complete_many presenting each lease''s token: accepted = false (nothing written) also where tokens[i] is not that lease''s. 22023 (nothing written) when a result exceeds 1 MiB.';
+    'jobs.complete_many presenting each lease''s token: accepted = false (nothing written) also where tokens[i] is not that lease''s. 22023 (nothing written) when a result exceeds 1 MiB, 22003 when one holds a number beyond the IEEE-754 double range.';
 REVOKE ALL ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[], uuid[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.complete_many(bigint[], text, bigint[], jsonb[], uuid[]) TO jobs_worker, jobs_admin;
 COMMIT;

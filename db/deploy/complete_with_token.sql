@@ -17,7 +17,7 @@ BEGIN
     RETURN jobs.finish_lease('jobs.complete', job_id, worker, lease_version, 'done', result, NULL, token);
 END $$;
 COMMENT ON FUNCTION jobs.complete(bigint, text, bigint, jsonb, uuid) IS
-    'jobs.complete presenting the lease token from claim_*_with_token: JB001 (nothing written) also when token is not the lease''s. 22023 for a result over 1 MiB.';
+    'jobs.complete presenting the lease token from claim_*_with_token: JB001 (nothing written) also when token is not the lease''s. 22023 for a result over 1 MiB, 22003 for one holding a number beyond the IEEE-754 double range.';
 REVOKE ALL ON FUNCTION jobs.complete(bigint, text, bigint, jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.complete(bigint, text, bigint, jsonb, uuid) TO jobs_worker, jobs_admin;
 COMMIT;

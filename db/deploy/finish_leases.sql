@@ -60,14 +60,27 @@ DECLARE
     too_big record;
     snooze_limit integer := jobs.max_snoozes();
 BEGIN
-    -- Caps on what an outcome may store, checked before anything is written.
-    SELECT i.ord - 1 AS item, octet_length(i.result::text) AS result_bytes, octet_length(i.error) AS error_bytes
+    -- Caps on what an outcome may store, checked before anything is written. A number
+    -- beyond the IEEE-754 double range would leave the result unreadable by the producer's
+    -- JSON reader: refused as a payload's is (insert_jobs says why the text is tested first).
+    -- Results have no depth cap, and an unbounded walk runs out of stack near 10,000 levels:
+    -- it stops at 1000, deeper than any reader's parser goes (those fail on the depth alone).
+    SELECT i.ord - 1 AS item, octet_length(r.result_text) AS result_bytes, octet_length(i.error) AS error_bytes,
+           NOT coalesce(octet_length(r.result_text) > 1048576 OR octet_length(i.error) > 65536, false) AS unportable
       INTO too_big
       FROM unnest(finish_leases.results, finish_leases.errors) WITH ORDINALITY AS i(result, error, ord)
-     WHERE octet_length(i.result::text) > 1048576 OR octet_length(i.error) > 65536
+      CROSS JOIN LATERAL (SELECT i.result::text AS result_text OFFSET 0) AS r
+     WHERE octet_length(r.result_text) > 1048576 OR octet_length(i.error) > 65536
+        OR (octet_length(r.result_text) >= 309 AND r.result_text ~ '[0-9]{255}'
+            AND jsonb_path_exists(i.result, 'strict $.**{0 to 1000} ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308))'))
      ORDER BY i.ord
      LIMIT 1;
-    IF FOUND THEN
+    IF FOUND AND too_big.unportable THEN
+        RAISE EXCEPTION '%: item %: the result holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)',
+            caller, too_big.item
+            USING ERRCODE = '22003',
+                  HINT = 'JSON readers (JavaScript, Python, Go, ...) cannot decode it: return such a number as a string, e.g. {"n": "1e400"}. Items are numbered from 0.';
+    ELSIF FOUND THEN
         RAISE EXCEPTION '%: item %: % is % bytes, over the limit of %', caller, too_big.item,
             CASE WHEN too_big.result_bytes > 1048576 THEN 'the result (as JSON text)' ELSE 'the error' END,
             CASE WHEN too_big.result_bytes > 1048576 THEN too_big.result_bytes ELSE too_big.error_bytes END,
@@ -247,6 +260,6 @@ BEGIN
      ORDER BY i.ord;
 END $$;
 COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text, interval[]) IS
-    'Internal: the one exit from processing (done, retry with backoff, snoozed, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB. Not granted to any role.';
+    'Internal: the one exit from processing (done, retry with backoff, snoozed, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB, 22003 when a result holds a number beyond the IEEE-754 double range. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text, interval[]) FROM PUBLIC;
 COMMIT;

@@ -73,7 +73,7 @@ BEGIN
                          OR (jsonb_typeof(e.spec -> 'priority') = 'number'
                              AND (e.spec ->> 'priority') NOT IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9')) THEN 'priority_value'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
-                       WHEN octet_length(coalesce(nullif(e.spec -> 'payload', 'null'), '{}')::text) > t.max_payload_bytes THEN 'payload_size'
+                       WHEN octet_length(p.payload_text) > t.max_payload_bytes THEN 'payload_size'
                        -- Clients parse payloads recursively (Python's json stops near 1000 levels).
                        -- Every nested object or array carries its own 4-byte header in jsonb, so
                        -- a spec holding more than 64 levels takes at least 260 bytes: smaller
@@ -84,8 +84,22 @@ BEGIN
                         AND jsonb_path_exists(coalesce(nullif(e.spec -> 'payload', 'null'), '{}'),
                                               'strict $.**{64} ? (@.type() == "object" || @.type() == "array")')
                        THEN 'payload_depth'
+                       -- Readers hold JSON numbers as IEEE-754 doubles (RFC 8259 §6) and
+                       -- Python refuses integers over 4300 digits: a larger number would leave
+                       -- the job unreadable by its worker, the API and the CLI. jsonb prints
+                       -- numbers in full, so one beyond the range is a run of at least 309
+                       -- digits in the text the size check made: a payload without a run of
+                       -- 255 (the most a regex bound counts) skips the walk.
+                       WHEN octet_length(p.payload_text) >= 309
+                        AND p.payload_text ~ '[0-9]{255}'
+                        AND jsonb_path_exists(coalesce(nullif(e.spec -> 'payload', 'null'), '{}'),
+                                              'strict $.**{0 to 1000} ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308))')
+                       THEN 'payload_number'
                    END AS problem
               FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
+              -- OFFSET 0: the text is made once per spec, not once per test that reads it.
+              CROSS JOIN LATERAL (SELECT coalesce(nullif(e.spec -> 'payload', 'null'), '{}')::text AS payload_text
+                                  OFFSET 0) AS p
               LEFT JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind') AS c
      WHERE c.problem IS NOT NULL
      ORDER BY c.pos
@@ -106,6 +120,10 @@ BEGIN
             RAISE EXCEPTION '%: payload is nested deeper than 64 levels', at_
                 USING ERRCODE = 'JB004',
                       HINT = 'Flatten the payload, or pass a reference (an id or an object-storage key) and load the data when the job runs.';
+        ELSIF bad.problem = 'payload_number' THEN
+            RAISE EXCEPTION '%: payload holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)', at_
+                USING ERRCODE = '22003',
+                      HINT = 'JSON readers (JavaScript, Python, Go, ...) cannot decode it: send such a number as a string, e.g. {"n": "1e400"}.';
         ELSIF bad.problem = 'not_object' THEN
             RAISE EXCEPTION '%: a job spec must be a JSON object, got %', at_, jsonb_typeof(bad.spec)
                 USING ERRCODE = '22023', HINT = 'Each element looks like {"kind": "...", "payload": {...}}.';

@@ -24,6 +24,13 @@ BEGIN
             octet_length(progress::text)
             USING ERRCODE = '22023', HINT = 'Report a few numbers and a short message; results belong in complete.';
     END IF;
+    -- As a payload's (insert_jobs): readers could not decode the job any more.
+    IF octet_length(progress::text) >= 309 AND progress::text ~ '[0-9]{255}'
+       AND jsonb_path_exists(progress, 'strict $.**{0 to 1000} ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308))') THEN
+        RAISE EXCEPTION 'jobs.progress: the progress holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)'
+            USING ERRCODE = '22003',
+                  HINT = 'JSON readers (JavaScript, Python, Go, ...) cannot decode it: report such a number as a string.';
+    END IF;
     answer := jobs.hold_lease('jobs.progress', job_id, worker, lease_version, token);
     -- hold_lease locked the row for this transaction: the lease cannot change under us.
     UPDATE jobs.job AS j
@@ -32,7 +39,7 @@ BEGIN
     RETURN answer;
 END $$;
 COMMENT ON FUNCTION jobs.progress(bigint, text, bigint, jsonb, uuid) IS
-    'Store the running job''s progress (any JSON up to 64 KiB; NULL clears it), readable through jobs.get (progress, progress_at); extends the lease like jobs.heartbeat and answers the same. JB001 when the lease is not held (token checked as in heartbeat). 22023 over 64 KiB.';
+    'Store the running job''s progress (any JSON up to 64 KiB; NULL clears it), readable through jobs.get (progress, progress_at); extends the lease like jobs.heartbeat and answers the same. JB001 when the lease is not held (token checked as in heartbeat). 22023 over 64 KiB; 22003 for a number beyond the IEEE-754 double range.';
 REVOKE ALL ON FUNCTION jobs.progress(bigint, text, bigint, jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.progress(bigint, text, bigint, jsonb, uuid) TO jobs_worker, jobs_admin;
 COMMIT;

@@ -127,6 +127,12 @@ BEGIN
             USING ERRCODE = 'JB004',
                   HINT = 'Flatten the payload, or pass a reference (an id or an object-storage key) and load the data when the job runs.';
     END IF;
+    IF octet_length(body::text) >= 309 AND body::text ~ '[0-9]{255}'
+       AND jsonb_path_exists(body, 'strict $.**{0 to 1000} ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308))') THEN
+        RAISE EXCEPTION 'jobs.schedule: payload holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)'
+            USING ERRCODE = '22003',
+                  HINT = 'JSON readers (JavaScript, Python, Go, ...) cannot decode it: send such a number as a string, e.g. {"n": "1e400"}.';
+    END IF;
 
     -- A new timetable, or a schedule enabled again, starts from now: the ticks it would have
     -- had before do not count as missed. An unchanged definition writes nothing.

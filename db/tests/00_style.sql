@@ -145,10 +145,10 @@ SELECT is_empty($$ SELECT f.signature, a.grantee::regrole
 -- Never a bare RAISE (P0001): every RAISE EXCEPTION carries its own ERRCODE and a HINT (docs/design.md §5).
 SELECT is_empty($$ SELECT f.signature FROM jobs_fn AS f JOIN pg_proc AS p ON p.oid = f.oid
                     WHERE regexp_count(p.prosrc, '\mRAISE\s+EXCEPTION\M', 1, 'i')
-                          <> regexp_count(p.prosrc, '\mERRCODE\s*=\s*''(JB00[1-5]|22023)''', 1, 'i')
+                          <> regexp_count(p.prosrc, '\mERRCODE\s*=\s*''(JB00[1-5]|22023|22003)''', 1, 'i')
                        OR regexp_count(p.prosrc, '\mRAISE\s+EXCEPTION\M', 1, 'i')
                           <> regexp_count(p.prosrc, '\mHINT\s*=', 1, 'i') $$,
-                'style: every RAISE EXCEPTION in a jobs function sets a documented SQLSTATE (JB001-JB005, 22023) and a HINT');
+                'style: every RAISE EXCEPTION in a jobs function sets a documented SQLSTATE (JB001-JB005, 22023, 22003) and a HINT');
 
 -- a fresh role (created here, rolled back) cannot execute any jobs function.
 CREATE ROLE jobs_style_probe NOLOGIN;

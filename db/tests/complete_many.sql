@@ -1,7 +1,7 @@
 -- pgTAP tests for jobs.complete_many(job_ids, worker, lease_versions, results): per-item processing -> done.
 -- Contract: docs/design.md §2 (authority predicate per item, accepted = false), §4 (outcome, wake), §5, §8.2.
 BEGIN;
-SELECT plan(30);
+SELECT plan(36);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -112,7 +112,22 @@ SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], 'w1
 SELECT throws_ok($$ SELECT * FROM jobs.complete_many(NULL, 'w1', ARRAY[1]::bigint[], NULL) $$, '22023', NULL, 'complete_many: NULL job_ids -> 22023');
 SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], 'w1', NULL, NULL) $$, '22023', NULL, 'complete_many: NULL lease_versions -> 22023');
 SELECT throws_ok($$ SELECT * FROM jobs.complete_many(ARRAY[pg_temp.id('v')], '', ARRAY[1]::bigint[], NULL) $$, '22023', NULL, 'complete_many: empty worker -> 22023');
+-- A result number beyond the IEEE-754 double range: no reader could decode the job (22003).
+DO $$ BEGIN PERFORM pg_temp.running('v2', 'tc.cmany', 'w1'); PERFORM pg_temp.snap(pg_temp.id('v2')); END $$;
+SELECT throws_ok(format($f$ SELECT * FROM jobs.complete_many(ARRAY[%s, %s], 'w1', ARRAY[1, 1]::bigint[], ARRAY['{"ok": 1}', '{"n": [1e5000]}']::jsonb[]) $f$,
+                        pg_temp.id('v'), pg_temp.id('v2')), '22003',
+    'jobs.complete_many: item 1: the result holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)',
+    'complete_many: a result holding 1e5000 -> 22003 naming the item');
+SELECT is(pg_temp.error_of(format('SELECT jobs.complete(%s, %L, 1, %L)', pg_temp.id('v2'), 'w1', '-1e309')), '22003 jobs.complete hint=true',
+    'complete: a bare result of -1e309 -> 22003');
+SELECT throws_ok(format($f$ SELECT * FROM jobs.complete_many(ARRAY[%s], 'w1', ARRAY[1]::bigint[], ARRAY[jsonb_build_object('n', 1e400, 'pad', repeat('x', 2000000))]) $f$,
+                        pg_temp.id('v2')), '22023', NULL, 'complete_many: a result over 1 MiB is refused for its size first -> 22023');
 SELECT is(pg_temp.state(pg_temp.id('v')), pg_temp.snapped(pg_temp.id('v')), 'complete_many: rejected calls -> row and events unchanged');
+SELECT is(pg_temp.state(pg_temp.id('v2')), pg_temp.snapped(pg_temp.id('v2')), 'complete_many: ... for each item');
+SELECT is((SELECT accepted FROM jobs.complete_many(ARRAY[pg_temp.id('v2')], 'w1', ARRAY[1]::bigint[], ARRAY['{"n": 1.7976931348623157e308}']::jsonb[])),
+    true, 'complete_many: the largest double is a result like any other');
+SELECT is((SELECT result FROM jobs.job WHERE id = pg_temp.id('v2')), '{"n": 1.7976931348623157e308}'::jsonb,
+    'complete_many: ... stored as given');
 
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.complete_many(ARRAY[1::bigint], 'w1', '{}', NULL) $$), '22023 jobs.complete_many hint=true',
     'complete_many: the 22023 message names jobs.complete_many and carries a HINT');

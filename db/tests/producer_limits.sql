@@ -1,10 +1,11 @@
 -- Producer-side caps, each a documented SQLSTATE with a HINT that changes nothing
 -- (docs/errors.md, docs/sql-api.md): cancel reason <= 4096 bytes; <= 10000 specs per
 -- submit_many / fan_out; mark_enqueue_failed <= 10000 ids, and only jobs queued and written in
--- the last minute; payload nesting <= 64 levels; run_after before 9999-12-30 UTC with an
--- offset PostgreSQL accepts; worker ids printable and without surrounding whitespace.
+-- the last minute; payload nesting <= 64 levels; payload numbers within the IEEE-754 double
+-- range; run_after before 9999-12-30 UTC with an offset PostgreSQL accepts; worker ids
+-- printable and without surrounding whitespace.
 BEGIN;
-SELECT plan(58);
+SELECT plan(71);
 \ir helpers/lease_helpers.psql
 
 SELECT jobs.define_type('lim_t', queue => 'lim_q');
@@ -111,6 +112,40 @@ SELECT is(pg_temp.totals(), (SELECT t FROM t2), 'payload depth: every refused pa
 -- Many brackets, shallow: the pre-check only selects payloads for the bounded walk.
 SELECT is((jobs.submit('lim_t', ('{"a": [' || repeat('[], ', 199) || '[]], "s": "' || repeat('[{', 100) || '"}')::jsonb)).status,
           'queued'::jobs.status, 'payload depth: 200 sibling arrays and brackets inside strings (depth 3) are accepted');
+
+-- payload numbers: no larger in magnitude than 1.7976931348623157e308 (the largest double),
+-- or no JSON reader can decode the job (Python refuses the 5001 digits of 1e5000): 22003.
+CREATE TEMP TABLE t5 AS SELECT pg_temp.totals() AS t;
+SELECT is(pg_temp.error_of($$ SELECT jobs.submit('lim_t', '{"x": 1e5000}') $$), '22003 jobs.submit hint=true',
+          'payload number: 1e5000 -> 22003');
+SELECT throws_ok($$ SELECT jobs.submit('lim_t', '{"x": 1.7976931348623158e308}') $$, '22003',
+                 'jobs.submit: payload holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)',
+                 'payload number: just past the largest double -> 22003, saying why');
+SELECT is(pg_temp.error_of($$ SELECT jobs.submit('lim_t', '{"a": [1, {"b": -1e309}]}') $$), '22003 jobs.submit hint=true',
+          'payload number: a negative one, nested in an array -> 22003');
+SELECT is(pg_temp.error_of(format('SELECT jobs.submit(%L, %L::jsonb)', 'lim_t', '{"a": ' || repeat('[', 62) || '1e400' || repeat(']', 62) || '}')),
+          '22003 jobs.submit hint=true', 'payload number: at 64 levels deep -> 22003');
+SELECT is(pg_temp.error_of(format('SELECT jobs.submit(%L, %L::jsonb)', 'lim_t', '{"n": 1' || repeat('0', 400) || '}')),
+          '22003 jobs.submit hint=true', 'payload number: an integer of 401 digits -> 22003');
+SELECT throws_ok($$ SELECT * FROM jobs.submit_many('[{"kind": "lim_t"}, {"kind": "lim_t", "payload": {"x": 1e400}}]') $$, '22003',
+                 'jobs.submit_many: specs[1]: payload holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)',
+                 'payload number: submit_many names the spec');
+SELECT throws_ok($$ SELECT jobs.fan_out('[{"kind": "lim_t", "payload": {"x": 1e400}}]', '{"kind": "lim_t"}') $$, '22003',
+                 'jobs.fan_out: children[0]: payload holds a number beyond the IEEE-754 double range (greater than 1.7976931348623157e308 in magnitude)',
+                 'payload number: fan_out names the child');
+SELECT is(pg_temp.error_of($$ SELECT jobs.fan_out('[]', '{"kind": "lim_t", "payload": {"x": -1e400}}') $$), '22003 jobs.fan_out hint=true',
+          'payload number: fan_out checks the coordinator''s payload too');
+SELECT is(pg_temp.totals(), (SELECT t FROM t5), 'payload number: every refused payload wrote no job and no event');
+SELECT is((jobs.submit('lim_t', '{"max": 1.7976931348623157e308, "min": -1.7976931348623157e308, "tiny": 1e-400}')).payload,
+          '{"max": 1.7976931348623157e308, "min": -1.7976931348623157e308, "tiny": 1e-400}'::jsonb,
+          'payload number: the largest doubles (and a tiny number) are accepted as given');
+SELECT is((jobs.submit('lim_t', jsonb_build_object('s', '1e5000', 'digits', repeat('9', 400)))).status, 'queued'::jobs.status,
+          'payload number: such numbers written as strings are accepted');
+SELECT is((SELECT count(*) FROM jobs.submit_many(jsonb_build_array(jsonb_build_object('kind', 'lim_t', 'payload',
+              jsonb_build_object('n', repeat('1', 309)::numeric - 1, 'pad', repeat('x', 300)))))),
+          1::bigint, 'payload number: a 309-digit number below the largest double is accepted');
+SELECT is((SELECT count(*) FROM jobs.job WHERE payload ? 'max' OR payload ? 'digits' OR payload ? 'pad'), 3::bigint,
+          'payload number: ... and written');
 
 -- run_after: readable by every client, offsets PostgreSQL accepts.
 CREATE TEMP TABLE t3 AS SELECT pg_temp.totals() AS t;

@@ -2,7 +2,7 @@
 -- jobs.get; it extends the lease like a heartbeat; anyone else gets JB001 and changes nothing.
 -- Contract: docs/sql-api.md "progress".
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 \ir helpers/lease_helpers.psql
 
 DO $$ BEGIN
@@ -24,6 +24,8 @@ SELECT throws_ok($$ SELECT jobs.progress(pg_temp.id('p'), 'w1', 0, '{}') $$, 'JB
 SELECT throws_ok($$ SELECT jobs.progress(pg_temp.id('p'), 'w1', 1, '{}', gen_random_uuid()) $$, 'JB001', NULL, 'progress: a wrong token -> JB001');
 SELECT throws_ok($$ SELECT jobs.progress(pg_temp.id('p'), 'w1', 1, jsonb_build_object('x', repeat('a', 70000))) $$, '22023', NULL,
     'progress: over 64 KiB -> 22023');
+SELECT throws_ok($$ SELECT jobs.progress(pg_temp.id('p'), 'w1', 1, '{"eta": 1e400}') $$, '22003', NULL,
+    'progress: a number beyond the IEEE-754 double range -> 22003');
 SELECT throws_ok($$ SELECT jobs.progress(-1, 'w1', 1, '{}') $$, 'JB002', NULL, 'progress: unknown job -> JB002');
 SELECT is(pg_temp.state(pg_temp.id('p')), pg_temp.snapped(pg_temp.id('p')), 'progress: refused calls wrote nothing');
 

@@ -3,7 +3,7 @@
 -- exactly once through the submit path; ticked_through and next_tick only move forward;
 -- jobs.skip_ticks, jobs.unschedule, jobs.schedules and the grants (docs/sql-api.md, "schedule").
 BEGIN;
-SELECT plan(85);
+SELECT plan(86);
 
 SELECT jobs.define_type('sc_t');
 SELECT jobs.define_type('sc_small', max_payload_bytes => 40);
@@ -68,6 +68,8 @@ SELECT throws_ok($$ SELECT jobs.schedule('sc_x', '* * * * *', 'sc_t', (repeat('[
                  '22023', NULL, 'schedule: a nested array is not an object -> 22023');
 SELECT throws_ok($$ SELECT jobs.schedule('sc_x', '* * * * *', 'sc_t', ('{"a":' || repeat('[', 70) || repeat(']', 70) || '}')::jsonb) $$,
                  'JB004', NULL, 'schedule: payload nested deeper than 64 levels -> JB004');
+SELECT throws_ok($$ SELECT jobs.schedule('sc_x', '* * * * *', 'sc_t', '{"n": 1e400}') $$,
+                 '22003', NULL, 'schedule: a payload number beyond the IEEE-754 double range -> 22003');
 SELECT throws_ok($$ SELECT jobs.schedule('sc_a', '61 * * * *', 'sc_t') $$, '22023', NULL, 'schedule: a bad redefinition -> 22023');
 SELECT set_eq($$ SELECT s::text FROM jobs.schedule AS s $$, $$ SELECT b::text FROM before_schedules AS b $$,
               'schedule: refused calls changed nothing');

@@ -27,6 +27,7 @@ from . import redis_urls, rows, sql
 from .client import Client
 from .db import connect_kwargs, sat_idle, stamp_returned
 from .errors import translate
+from .jsonload import tolerate_async
 from .transport import fill_pipeline
 
 logger = logging.getLogger("jobfence.aio")
@@ -71,7 +72,9 @@ class AsyncClient:
             kwargs=connect_kwargs(name),
             # No reset callback, as db.Database: connection() stamps the return itself, so a
             # returned connection is back in the pool at once instead of after a pool task.
-            check=_check_if_idle)
+            check=_check_if_idle,
+            # As db.Database: a value Python's json refuses arrives as UndecodedJson.
+            configure=tolerate_async)
         self.redis = redis_urls.connect_async(redis_url, socket_timeout=5.0,
                                              socket_connect_timeout=2.0)
 

@@ -21,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import rows, sql
+from .jsonload import tolerate
 from .errors import translate
 
 
@@ -169,6 +170,8 @@ class Database:
             # own thread (a queue put and a thread switch per call on the hot path), and the
             # next caller may find it not back yet. connection() stamps the return instead.
             check=_check_if_idle,
+            # One stored value Python's json refuses must not fail every read of its rows.
+            configure=tolerate,
             # Keep trying for as long as the process lives: PostgreSQL coming back later
             # must not leave a worker with an empty pool.
             reconnect_timeout=10 * 365 * 86400.0,

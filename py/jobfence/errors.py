@@ -65,10 +65,18 @@ class InvalidParameter(JobfenceError):
     name = "invalid_parameter_value"
 
 
+class NumberOutOfRange(InvalidParameter):
+    """A payload, result or progress holding a number beyond the IEEE-754 double range: bad
+    input like any other, so ``except InvalidParameter`` catches it too."""
+
+    sqlstate = "22003"
+    name = "numeric_value_out_of_range"
+
+
 REGISTRY: dict[str, type[JobfenceError]] = {
     cls.sqlstate: cls
     for cls in (LeaseLost, JobNotFound, IllegalTransition, PayloadTooLarge, UnknownKind,
-                InvalidParameter)
+                InvalidParameter, NumberOutOfRange)
 }
 
 

@@ -792,6 +792,58 @@ def test_healthz_is_503_only_when_postgresql_is_down(procs, declared):
 
 
 # -- the document -------------------------------------------------------------------------------
+def test_numbers_beyond_the_double_range_are_400_and_change_nothing(api, declared):
+    # Python refuses the 5001 digits of 1e5000 written out; 1e5000 itself parses as inf; a
+    # 401-digit integer reaches the SQL, which refuses it (22003).
+    json_body = {"Content-Type": "application/json"}
+    before = job_rows(declared)
+    for raw in (b'{"kind": "noop", "payload": {"x": 1' + b"0" * 5000 + b"}}",
+                b'{"kind": "noop", "payload": {"x": 1e5000}}',
+                b'{"kind": "noop", "payload": {"x": -1e400}}'):
+        refused = assert_problem(api.post("/jobs", raw=raw, headers=json_body), 400, "bad_request")
+        assert refused["errors"][0]["location"] == "body"
+        assert "double range" in refused["detail"], refused
+        assert "set_int_max_str_digits" not in refused["detail"]
+    by_sql = assert_problem(api.post("/jobs", {"kind": "noop", "payload": {"x": 10 ** 400}}),
+                            400, "numeric_value_out_of_range", "22003")
+    assert "double range" in by_sql["detail"] and by_sql["hint"]
+    batch = assert_problem(api.post("/jobs/batch", {"jobs": [{"kind": "noop"}, {
+        "kind": "noop", "payload": {"x": -(10 ** 400)}}]}), 400, "numeric_value_out_of_range",
+        "22003")
+    assert "specs[1]" in batch["detail"], batch
+    assert job_rows(declared) == before
+
+
+def test_a_stored_value_python_cannot_decode_is_served_as_its_json_text(api, procs, declared):
+    # Written past jobs.submit (which refuses it now): 1e5000 is stored as 5001 digits.
+    poisoned = api.post("/jobs", {"kind": "noop", "payload": {"n": 1}}).data["id"]
+    others = [api.post("/jobs", {"kind": "noop", "payload": {"n": n}}).data["id"]
+              for n in range(3)]
+    with psycopg.connect(declared, autocommit=True) as c:
+        c.execute("""UPDATE jobs.job SET payload = '{"x": 1e5000}', result = '[-1e5000]',
+                                         progress = '{"eta": 1e5000}' WHERE id = %s""",
+                  (poisoned,))
+    answer = api.get(f"/jobs/{poisoned}")
+    assert answer.status == 200, answer.raw[:300]
+    job = answer.data
+    assert job["payload"] == '{"x": 1' + "0" * 5000 + "}"
+    assert job["result"].startswith("[-1000") and job["progress"].startswith('{"eta": 1000')
+    _conforms(json.loads(OPENAPI.read_text()), "JobView", job)
+    seen, path = [], "/jobs?limit=2"
+    while path:
+        page = api.get(path)
+        assert page.status == 200, page.raw[:300]
+        seen += [j["id"] for j in page.data["jobs"]]
+        path = page.data["next"]
+    assert seen == sorted(others + [poisoned], reverse=True)
+    # The dashboard's pages read the same rows.
+    ui = start_api(procs, "--no-auth", name="api-open", tokens=None, token=None)
+    for path in ("/ui/jobs", f"/ui/jobs/{poisoned}"):
+        page = ui.get(path, headers={"Accept": "text/html"})
+        assert page.status == 200, (path, page.status, page.raw[:300])
+    assert b"1" + b"0" * 5000 in ui.get(f"/ui/jobs/{poisoned}").raw
+
+
 def _conforms(doc, schema_name, instance):
     import jsonschema_rs
 

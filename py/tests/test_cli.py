@@ -149,6 +149,39 @@ def test_bad_submit_input_is_a_clean_error(cli):
         assert "Traceback" not in out.stderr, (args, out.stderr)
 
 
+def test_numbers_beyond_the_double_range_and_bytes_that_are_not_utf8_exit_2_in_one_line(
+        cli, declared):
+    kind_not_utf8 = os.fsdecode(b"no\xffop")  # as Python reads such bytes from argv
+    for args in (["noop", "--payload", '{"x": 1e5000}'],
+                 ["noop", "--payload", '{"x": [-1' + "0" * 5000 + "]}"],
+                 ["noop", "--payload", '{"x": 1' + "0" * 400 + "}"],
+                 [kind_not_utf8], ["noop", "--ordering-key", kind_not_utf8]):
+        out = cli("submit", *args)
+        assert out.returncode == 2, (args[:2], out.stderr[-500:])
+        assert "Traceback" not in out.stderr, out.stderr[-2000:]
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: invalid "), out.stderr
+        assert len(lines[0]) < 400, lines[0]
+    assert "double range" in cli("submit", "noop", "--payload", '{"x": 1e5000}').stderr
+    assert "\\xff" in cli("submit", kind_not_utf8).stderr
+    with psycopg.connect(declared, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 0
+
+
+def test_status_shows_a_stored_value_python_cannot_decode_as_its_text(cli, declared):
+    job_id = json.loads(cli("submit", "noop", "--json").stdout)["id"]
+    with psycopg.connect(declared, autocommit=True) as c:
+        c.execute("""UPDATE jobs.job SET payload = '{"x": 1e5000}' WHERE id = %s""", (job_id,))
+    out = cli("status", str(job_id))
+    assert out.returncode == 0 and not out.stderr, out.stderr[-2000:]
+    assert re.search(r'^payload\s+\{"x": 10{5000}\}$', out.stdout, re.M), out.stdout[:500]
+    as_json = cli("status", str(job_id), "--json")
+    assert as_json.returncode == 0, as_json.stderr[-2000:]
+    assert json.loads(as_json.stdout)["payload"] == '{"x": 1' + "0" * 5000 + "}"
+    listed = cli("jobs", "--json")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+
+
 def test_not_found_errors_carry_their_sqlstate(cli):
     for command in ("status", "cancel", "replay"):
         out = cli(command, "999999")

@@ -1,7 +1,8 @@
 """The batching worker: claims are bounded by a prefetch budget rather than by idle
 handlers, async handlers run many at a time, and the failure modes of issue 7 — a lease
 followed from the kind's current definition, a poison result, a locked row starving other
-heartbeats, BaseException from a handler, a handler that ignores its timeout."""
+heartbeats, BaseException from a handler, a handler that ignores its timeout — and of
+issue 33: a stored payload Python's json cannot decode fails its own job only."""
 
 from __future__ import annotations
 
@@ -79,6 +80,32 @@ def test_poison_results_fail_their_own_job_and_nothing_else(procs, client):
                what="later jobs done")
     assert w.alive()
     assert len(w.find("result_rejected")) >= 3
+
+
+def test_a_payload_python_cannot_decode_fails_alone_and_its_batch_mates_run(procs, client, conn):
+    # jobs.submit refuses 1e5000 now (22003); a row written before that, or by a superuser,
+    # still holds it, as 5001 digits: over Python's limit for integers.
+    ids = client.submit_many([{"kind": "noop", "payload": {"n": n}} for n in range(21)])
+    bad, good = ids[10], ids[:10] + ids[11:]
+    conn.execute("""UPDATE jobs.job SET payload = '{"x": 1e5000}' WHERE id = %s""", (bad,))
+    procs.reaper()
+    w = procs.worker("w1", "--concurrency", "25", "--batch", "50")
+    wait_until(lambda: _terminal(client, ids), 30, what="the batch of 21 terminal")
+    # All 21 in one claim: the poisoned row shared its batch with the others.
+    claims = conn.execute("SELECT count(DISTINCT claimed_at) FROM jobs.job WHERE id = ANY(%s)",
+                          (ids,)).fetchone()[0]
+    assert claims == 1, f"{claims} claims for one batch of 21"
+    assert {client.get(i).status for i in good} == {"done"}
+    assert {tuple(_reasons(client, i)) for i in good} == {("submitted", "claimed", "completed")}
+    job = client.get(bad)
+    assert job.status == "failed", job
+    assert job.error.startswith("payload cannot be decoded: "), job.error
+    assert "5001 digits" in job.error and "sys.set_int_max_str_digits" not in job.error
+    # Failed at once, fatally: no retry, never left to the reaper.
+    assert _reasons(client, bad) == ["submitted", "claimed", "failed"]
+    assert job.payload.startswith('{"x": 1000') and len(job.payload) > 5000
+    assert not w.find("worker_error") and not w.find("signals_dropped")
+    assert w.alive()
 
 
 def test_a_row_locked_elsewhere_does_not_starve_the_other_heartbeats(procs, client, declared):

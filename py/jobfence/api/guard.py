@@ -21,6 +21,7 @@ LENIENT_QUERY = frozenset({"/healthz"})
 JSON_MEDIA_TYPE = "application/json"
 UTF8 = frozenset({"utf-8", "utf8"})
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+INFINITY = float("inf")
 
 
 def header_text(request: Request, name: str) -> str | None:
@@ -52,6 +53,16 @@ def _check_origin(request: Request) -> None:
                      f"{ORIGINS_ENV} (or --allowed-origin): a page of another site may not "
                      "change anything here",
                      errors=[{"location": "header.Origin", "message": "not an allowed origin"}])
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (INFINITY, -INFINITY):
+        raise ValueError(f"{text[:40]} is not finite as a double")
+    return value
+
+
+def _first_clause(exc: ValueError) -> str:
+    # Python's own message ends with advice to whoever runs the interpreter.
+    return str(exc).split("; use sys.", 1)[0]
 
 
 def _check_media_type(request: Request) -> None:
@@ -89,12 +100,17 @@ async def _read_json(request: Request) -> None:
     except UnicodeDecodeError as exc:
         raise _bad_body(f"not valid UTF-8 (byte offset {exc.start})") from None
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise _bad_body(f"malformed JSON at line {exc.lineno} column {exc.colno}: "
                         f"{exc.msg}") from None
     except RecursionError:
         raise _bad_body("JSON nested too deeply") from None
+    except ValueError as exc:
+        # An integer over Python's 4300 digits, or a float beyond the double range (_finite).
+        # The SQL refuses what gets past this (22003); nothing decodes it portably.
+        raise _bad_body(f"a number beyond the IEEE-754 double range ({_first_clause(exc)}); "
+                        "send such a number as a string") from None
     # Starlette's Request.json() answers from this cache, so FastAPI validates the document
     # parsed here instead of parsing the bytes a second time with its own error messages.
     request._json = parsed

@@ -137,8 +137,12 @@ class JobView(Answer):
     kind: str
     queue: str
     status: Status
-    payload: Optional[dict[str, Any]] = None
-    result: Any = None
+    payload: Union[dict[str, Any], str, None] = Field(
+        None, description="The job's JSON object; a string holding its JSON text when it "
+        "holds a value the server's JSON reader cannot decode (stored before such numbers "
+        "were refused, see docs/reliability.md).")
+    result: Any = Field(None, description="What the handler returned; the same string form "
+                        "as payload when it cannot be decoded.")
     error: Optional[str] = None
     attempt: int = Field(description="retry_count + 1: the attempt running, or the last one.")
     retry_count: int

@@ -150,6 +150,27 @@ def json_out(data: Any) -> None:
     click.echo(json.dumps(data, default=json_default))
 
 
+def utf8_text(value: str | None, what: str) -> str | None:
+    """``value`` if it can be sent as UTF-8. Command-line bytes that are not UTF-8 arrive as
+    lone surrogates (Python decodes argv with surrogateescape), which no driver can send."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise Fail(f"invalid {what}: {_not_utf8(value, exc)}", EXIT_USAGE) from None
+    return value
+
+
+def _not_utf8(value: str, exc: UnicodeEncodeError) -> str:
+    bad = value[exc.start:exc.end]
+    try:
+        shown = "".join(f"\\x{b:02x}" for b in bad.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        shown = bad.encode("unicode_escape").decode("ascii")
+    return f"not valid UTF-8 ({shown} at character {exc.start + 1})"
+
+
 def tag(exc: JobfenceError) -> str:
     return f"{exc} [{exc.sqlstate} {exc.name}]" if exc.sqlstate else str(exc)
 
@@ -228,6 +249,9 @@ def _failure_of(exc: Exception) -> "Fail | None":
         return Fail(f"database error: {server_error(exc)}", EXIT_ERROR)
     if isinstance(exc, redis.ConnectionError):
         return Fail(f"Redis unavailable: {exc}", EXIT_UNAVAILABLE)
+    if isinstance(exc, UnicodeEncodeError):
+        # Text from the command line the driver cannot encode (see utf8_text).
+        return Fail(f"invalid argument: {_not_utf8(exc.object, exc)}", EXIT_USAGE)
     if isinstance(exc, ValueError):
         # redis-py refuses a malformed URL with ValueError ("Port could not be cast...").
         text = str(exc).lower()

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from .common import (EXIT_INVALID, EXIT_JOB_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, ID_COMMAND, JOB_ID,
-                     SECONDS, Fail, client_for, fmt, job_dict, json_option, json_out, map_errors,
-                     table)
+from .common import (EXIT_INVALID, EXIT_JOB_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
+                     ID_COMMAND, JOB_ID, SECONDS, Fail, client_for, fmt, job_dict, json_option,
+                     json_out, map_errors, table, utf8_text)
 from .listing import attempts
 
 
@@ -48,13 +48,31 @@ def _no_constant(name: str):
     raise click.BadParameter(f"not JSON: {name} is not a JSON number", param_hint="--payload")
 
 
+# The largest IEEE-754 double: the server refuses numbers beyond it (22003), as no JSON
+# reader decodes them portably; the CLI says so before sending.
+LARGEST_DOUBLE = int(sys.float_info.max)
+
+
+def _out_of_range(text: str) -> Fail:
+    shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+    return Fail(f"invalid --payload: the number {shown} is beyond the IEEE-754 double range "
+                "(greater than 1.7976931348623157e308 in magnitude), which JSON readers "
+                "cannot decode; send it as a string", EXIT_USAGE)
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
-        raise click.BadParameter(f"not JSON: {text} is too large for a JSON number "
-                                 "(PostgreSQL's jsonb holds finite numbers only)",
-                                 param_hint="--payload")
+        raise _out_of_range(text)
     return value
+
+
+def _in_range(text: str) -> int:
+    # Compared as text first: Python refuses to convert integers over 4300 digits.
+    digits = text.lstrip("-")
+    if len(digits) > len(str(LARGEST_DOUBLE)) or abs(int(text)) > LARGEST_DOUBLE:
+        raise _out_of_range(text)
+    return int(text)
 
 
 def _parse_payload(raw: str | None) -> Any:
@@ -62,7 +80,8 @@ def _parse_payload(raw: str | None) -> Any:
         return {}
     text = _read_payload_text(raw)
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite,
+                           parse_int=_in_range)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
     if value is None:
@@ -137,6 +156,9 @@ def _parse_when(raw: str | None) -> datetime | None:
 def submit(ctx, kind, payload, idempotency_key, run_after, ordering_key, priority, count, wait,
            timeout, as_json):
     """Submit a job of KIND (commit, then push its id)."""
+    kind = utf8_text(kind, "KIND")
+    idempotency_key = utf8_text(idempotency_key, "--idempotency-key")
+    ordering_key = utf8_text(ordering_key, "--ordering-key")
     payload = _parse_payload(payload)
     when = _parse_when(run_after)
     with client_for(ctx) as client:

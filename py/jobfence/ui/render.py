@@ -12,6 +12,7 @@ from starlette.responses import HTMLResponse
 
 from .. import __version__
 from ..dashboard import view
+from ..jsonload import UndecodedJson
 from .session import CSRF_FIELD, Viewer
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +47,9 @@ def iso(value) -> str:
 def pretty_json(value) -> str:
     if value is None:
         return "null"
+    if isinstance(value, UndecodedJson):
+        # Stored JSON Python cannot decode: shown as PostgreSQL holds it.
+        return str(value)
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 

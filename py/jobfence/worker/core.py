@@ -30,6 +30,7 @@ from typing import Any
 import psycopg
 
 from ..app import App
+from ..jsonload import UndecodedJson
 from ..transport import Transport
 from .claimer import Claimer
 from .common import RUNNING, Backoff, Job, default_name, event
@@ -236,6 +237,11 @@ class Worker:
             if task is None:
                 self.outcomes.failed(job, f"no handler for kind {job.lease.kind!r} on worker "
                                      f"{self.name}", True)
+            elif isinstance(job.lease.payload, UndecodedJson):
+                # Stored before the SQL refused such values, or written past it: no attempt
+                # would read it better, and its batch-mates run as usual.
+                self.outcomes.failed(job, f"payload cannot be decoded: {job.lease.payload.reason}",
+                                     False)
             elif task.executor == "thread":
                 sync.append(job)
             elif task.executor == "async":
