@@ -108,7 +108,7 @@ class AsyncClient:
                 mapped = translate(exc)
                 if mapped is exc:
                     raise
-                raise mapped from exc
+                raise mapped from None
 
     async def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                      run_after: datetime | None = None, ordering_key: str | None = None,

@@ -218,7 +218,7 @@ class Database:
             mapped = translate(exc)
             if mapped is exc:
                 raise
-            raise mapped from exc
+            raise mapped from None
 
     def _all(self, query, params: dict | None = None, row_factory=dict_row) -> list:
         with self.connection() as conn:

@@ -114,4 +114,8 @@ def translate(exc: psycopg.Error) -> JobfenceError | psycopg.Error:
     if cls is None:
         return exc
     message = diag.message_primary if diag and diag.message_primary else str(exc)
-    return cls(message, hint=diag.message_hint if diag else None, sqlstate=code)
+    mapped = cls(message, hint=diag.message_hint if diag else None, sqlstate=code)
+    # Raised "from None" by the drivers: the psycopg error (its message again, and lines of
+    # PL/pgSQL context) would double a traceback whose one line says it all. Kept here.
+    mapped.server_error = exc
+    return mapped

@@ -340,6 +340,21 @@ def test_each_process_logs_in_as_its_own_role(config):
     assert "JOBFENCE_DATABASE_URL" not in services(config)["pytest"].get("environment", {})
 
 
+def test_the_api_serves_admin_requests_as_its_own_admin_login(config):
+    """docs/http.md, "Database logins": admin-scoped requests and the dashboard run as
+    jobfence_api_admin (jobs_admin), its password beside the URL, never inside it."""
+    e = env(services(config)["api"])
+    url = urlsplit(e.get("JOBFENCE_API_ADMIN_DATABASE_URL", ""))
+    assert url.username == "jobfence_api_admin" and not url.password, url
+    assert ("jobs_admin", "jobfence_api_admin") in granted_in_roles_sql()
+    m = re.search(r'-v password_jobfence_api_admin="\$\{?(\w+)\}?"', argv(services(config)["roles"])[-1])
+    assert m, "the roles service sets no password for jobfence_api_admin"
+    assert env(services(config)["roles"]).get(m.group(1)) == e.get("JOBFENCE_API_ADMIN_DATABASE_PASSWORD")
+    for name in LONG_RUNNING:
+        if name != "api":
+            assert "JOBFENCE_API_ADMIN_DATABASE_URL" not in env(services(config)[name]), name
+
+
 def test_a_process_logging_in_as_the_owner_is_caught(config):
     broken = copy.deepcopy(config)
     services(broken)["relay"]["environment"]["JOBFENCE_DATABASE_URL"] = (
@@ -479,7 +494,9 @@ def test_healthcheck_passes_against_the_service_command(name, config, procs):
     if cli.get_command(click.Context(cli), args[1]) is None:
         pytest.fail(f"`jobfence {args[1]}` is not a command of the CLI")
     port = _free_port()
-    extra = {k: v for k, v in env(svc).items() if k.startswith("JOBFENCE_API_")}
+    # The service's settings but its database logins: this server is the test's.
+    extra = {k: v for k, v in env(svc).items()
+             if k.startswith("JOBFENCE_API_") and not k.startswith("JOBFENCE_API_ADMIN_DATABASE")}
     proc = procs.start(name, *_local(args, port)[1:], env=extra)
     check = healthcheck_argv(svc)
     url = urlsplit(check[1])._replace(netloc=f"127.0.0.1:{port}").geturl()
@@ -509,7 +526,9 @@ def test_the_api_service_answers_by_its_service_name_and_refuses_other_hosts(con
 
     svc = services(config)["api"]
     port = _free_port()
-    extra = {k: v for k, v in env(svc).items() if k.startswith("JOBFENCE_API_")}
+    # The service's settings but its database logins: this server is the test's.
+    extra = {k: v for k, v in env(svc).items()
+             if k.startswith("JOBFENCE_API_") and not k.startswith("JOBFENCE_API_ADMIN_DATABASE")}
     proc = procs.start("api", *_local(argv(svc), port)[1:], env=extra)
     proc.wait_for("api_listening")
     token = extra["JOBFENCE_API_TOKENS"].split(",")[0].rsplit(":", 1)[0]

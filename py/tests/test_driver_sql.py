@@ -121,8 +121,14 @@ def test_server_errors_arrive_as_registry_exceptions(db):
     with pytest.raises(errors.JobNotFound) as found:
         db.get(987654)
     assert found.value.sqlstate == "JB002" and found.value.hint
-    with pytest.raises(errors.UnknownKind):
+    with pytest.raises(errors.UnknownKind) as unknown:
         db.submit("never_declared")
+    # One exception, one message: no chained psycopg error repeating it with PL/pgSQL context.
+    import traceback
+    shown = "".join(traceback.format_exception(unknown.value))
+    assert "direct cause" not in shown and "PL/pgSQL" not in shown, shown
+    assert str(unknown.value).startswith("jobs.submit: unknown kind 'never_declared'")
+    assert isinstance(unknown.value.server_error, psycopg.Error)
     with pytest.raises(errors.PayloadTooLarge):
         db.submit("t", {"blob": "x" * 200})
     with pytest.raises(errors.InvalidParameter):

@@ -367,7 +367,10 @@ def test_cli_status_cancel_replay_refuse_hostile_ids(cli, command, job, reason):
 # -- the HTTP API ---------------------------------------------------------------------------------
 @pytest.fixture
 def api(world, procs):
-    return start_api(procs, env={"JOBFENCE_DATABASE_URL": world["urls"]["producer"]})
+    # As shipped: producer-scoped requests as a jobs_producer login, admin-scoped ones as a
+    # jobs_admin login (docs/http.md, "Database logins").
+    return start_api(procs, env={"JOBFENCE_DATABASE_URL": world["urls"]["producer"],
+                                 "JOBFENCE_API_ADMIN_DATABASE_URL": world["urls"]["admin"]})
 
 
 def _http(world, api, method: str, path: str, raw: bytes | None = None, headers=None) -> int:

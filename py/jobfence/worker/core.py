@@ -28,6 +28,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import redis
 
 from ..app import App
 from ..jsonload import UndecodedJson
@@ -144,6 +145,9 @@ class Worker:
                 if room is not None:
                     room.start()
                     started.append(room)
+            if not self._wait_for_redis():
+                code = self._shutdown()
+                return code
             event(logging.INFO, "worker_ready", "worker ready", queues=self.queues,
                   concurrency=self.concurrency, batch=self.batch, prefetch=self.prefetch,
                   processes=len(self.processes.slots) if self.processes else 0,
@@ -162,6 +166,21 @@ class Worker:
                     with contextlib.suppress(Exception):
                         closing.close()
         return code
+
+    def _wait_for_redis(self) -> bool:
+        """Ready means able to take work: Redis answers. False when stopped meanwhile."""
+        backoff = Backoff()
+        while not self._stop.is_set():
+            try:
+                self.transport.ping()
+                return True
+            except redis.RedisError as exc:
+                delay = backoff.next()
+                event(logging.WARNING, "redis_unavailable",
+                      f"cannot reach Redis yet; retrying in {delay:.1f}s", error=str(exc),
+                      worker=self.name)
+                self._stop.wait(delay)
+        return False
 
     def _wait_for_declare(self) -> None:
         backoff = Backoff()

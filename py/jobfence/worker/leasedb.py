@@ -107,4 +107,4 @@ class LeaseDatabase(Database):
                 mapped = translate(exc)
                 if mapped is exc:
                     raise
-                raise mapped from exc
+                raise mapped from None
