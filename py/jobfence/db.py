@@ -148,6 +148,11 @@ def check_database_url(url: str) -> None:
                                      "from 1 to 65535")
 
 
+# What a server says when it refuses a connection for good (libpq's FATAL lines).
+PERMANENT_REFUSALS = ("does not exist", "password authentication failed",
+                      "no pg_hba.conf entry", "permission denied for database",
+                      "authentication failed", "is not permitted to log in")
+
 class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
@@ -198,6 +203,15 @@ class Database:
             if cause is None:
                 raise
             raise cause from timeout
+
+    @staticmethod
+    def permanent(cause: psycopg.OperationalError) -> bool:
+        """Whether a failed connection will fail the same way however long one waits: the
+        server answered and refused (no such database or role, a bad password, no
+        pg_hba.conf entry, no CONNECT), as opposed to a server away or starting up. libpq
+        reports these before a session exists, so there is no SQLSTATE: its words decide."""
+        text = str(cause)
+        return "FATAL:" in text and any(words in text for words in PERMANENT_REFUSALS)
 
     def why_unreachable(self, timeout: float = 3.0) -> psycopg.OperationalError | None:
         """The error of one direct connection attempt, or None when it succeeds."""

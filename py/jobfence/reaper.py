@@ -73,6 +73,11 @@ class Reaper:
             if cause is None:
                 break
             metrics.POSTGRES.failed()
+            if self.db.permanent(cause):
+                jlog.event(logger, logging.ERROR, "db_refused",
+                           "PostgreSQL refused the reaper's login for good; not retrying: "
+                           + " ".join(str(cause).split()))
+                return 6  # docs/cli.md, exit 6
             jlog.event(logger, logging.WARNING, "db_unavailable",
                        f"cannot reach PostgreSQL yet; next try in {self.interval}s",
                        error=" ".join(str(cause).split()))

@@ -85,3 +85,23 @@ def test_claim_error_drops_only_the_poison_signal_and_the_worker_keeps_serving(
     procs.reaper()
     assert client.wait(poison, timeout=20).status == "done"
     assert w.alive()
+
+
+def test_a_database_that_refuses_the_login_for_good_is_one_line_and_exit_6(procs, clean_db):
+    """A database that does not exist (or a role that may not log in) will not appear by
+    waiting: the worker and the reaper say so once and exit 6 (docs/cli.md), instead of
+    retrying forever. A server that is away is retried (test_e2e_chaos)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    missing = clean_db.rsplit("/", 1)[0] + "/jobfence_no_such_database"
+    for args in (["worker", "--app", "jobfence.examples:app", "--no-declare"], ["reaper"]):
+        done = subprocess.run([sys.executable, "-m", "jobfence", "--log-format", "json", *args],
+                              env=dict(procs.env, JOBFENCE_DATABASE_URL=missing),
+                              capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert done.returncode == 6, (args[0], done.returncode, done.stderr[-2000:])
+        refused = [line for line in done.stderr.splitlines() if '"db_refused"' in line]
+        assert len(refused) == 1 and "does not exist" in refused[0], done.stderr[-2000:]
+        assert "Traceback" not in done.stderr

@@ -52,6 +52,16 @@ DEFAULT_LINGER = 0.002
 STATS_EVERY_SECONDS = 15.0
 
 
+# The exit code of a process PostgreSQL refuses for good (docs/cli.md, exit 6).
+EXIT_DB_REFUSED = 6
+
+
+class DatabaseRefused(Exception):
+    def __init__(self, cause: psycopg.OperationalError):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class Worker:
     def __init__(self, app: App, database_url: str, redis_url: str, *, name: str | None = None,
                  concurrency: int = DEFAULT_CONCURRENCY, batch: int | None = None,
@@ -132,7 +142,13 @@ class Worker:
         started: list[Any] = []
         code = 0
         try:
-            self._wait_for_declare()
+            try:
+                self._wait_for_declare()
+            except DatabaseRefused as refused:
+                event(logging.ERROR, "db_refused",
+                      "PostgreSQL refused the worker's login for good; not retrying: "
+                      + " ".join(str(refused.cause).split()), worker=self.name)
+                return EXIT_DB_REFUSED
             if self._stop.is_set():
                 event(logging.INFO, "worker_stopped", "worker stopped", handed_back=0,
                       worker=self.name, **self.stats)
@@ -188,6 +204,8 @@ class Worker:
             # One direct attempt first: a missing database or a refused login is said at
             # once, in libpq's words, instead of after the pool's timeout.
             cause = self.db.why_unreachable()
+            if cause is not None and self.db.permanent(cause):
+                raise DatabaseRefused(cause)
             if cause is not None:
                 delay = backoff.next()
                 event(logging.WARNING, "db_unavailable",
