@@ -106,10 +106,11 @@ SELECT format('ALTER TYPE %s OWNER TO jobs_owner', t.oid::regtype)
 \gexec
 
 \if :{?example_app}
--- The example app (jobfence.examples, which scripts/run and docker-compose run) keeps the
--- transfer kind's effects in a table its start hook creates; the administrator declares the
--- app (`jobfence worker --declare-only`), hook included, and the workers write to the
--- table. Only for that app: workers of your own need no such grant, and no CREATE anywhere.
+-- The example app (jobfence.examples, which docker-compose runs) keeps the transfer kind's
+-- effects in a table of its own (app.table); with this switch the administrator may create it
+-- when it declares the app (`jobfence worker --declare-only`), and the workers write to it.
+-- scripts/run does without: the DBA runs `jobfence grants --app jobfence.examples:app`
+-- instead, the recipe for an app of your own (docs/python.md), which needs no CREATE anywhere.
 GRANT CREATE ON SCHEMA public TO jobfence_admin;
 ALTER DEFAULT PRIVILEGES FOR ROLE jobfence_admin IN SCHEMA public
     GRANT SELECT, INSERT ON TABLES TO jobs_worker;

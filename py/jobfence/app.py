@@ -63,6 +63,18 @@ class App:
         self.tasks: dict[str, Task] = {}
         self.start_hooks: list[Callable[[psycopg.Connection], None]] = []
         self.periodics: dict[str, Periodic] = {}
+        self.tables: dict[str, Any] = {}  # name -> app_setup.Table
+        self.ref: str | None = None  # how it was named (--app MODULE:APP), for messages
+
+    def table(self, name: str, ddl: str, *, privileges: str | tuple = ("SELECT", "INSERT")):
+        """Declare a table the handlers write (schema-qualified ``name``, an idempotent
+        ``CREATE TABLE IF NOT EXISTS`` and what the handlers do to it). Workers create it
+        when their login may, else check it exists and is theirs to write;
+        ``jobfence grants --app`` prints the SQL a DBA runs (docs/python.md)."""
+        from .app_setup import table
+
+        found = self.tables[name] = table(name, ddl, privileges)
+        return found
 
     def on_start(self, hook: Callable[[psycopg.Connection], None]):
         """Register ``hook(conn)``, run by each worker after declaring the kinds (e.g. to
@@ -208,10 +220,20 @@ class App:
                             task.kind, extra={"event": "declare_skipped",
                                               "fields": {"kind": task.kind}})
         self.declare_schedules(db, refused_ok=True)
-        for hook in self.start_hooks:
-            with db.connection() as conn:
-                hook(conn)
+        self.prepare(db, create=True)
         return declared
+
+    def prepare(self, db, *, create: bool, for_handlers: bool = True) -> None:
+        """The app's tables (created when ``create`` and allowed, else checked; with
+        ``for_handlers``, checked writable by this login, as its handlers will) and its
+        ``on_start`` hooks; ``app_setup.AppSetupError`` says what is missing, in one line."""
+        from .app_setup import prepare_tables, run_start_hooks
+
+        if self.tables:
+            with db.connection() as conn:
+                prepare_tables(self, conn, self.ref, create, for_handlers)
+        if create:
+            run_start_hooks(self, db)
 
 
 _EVENT_LOCK = threading.Lock()

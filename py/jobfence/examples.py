@@ -31,8 +31,6 @@ import random
 import signal
 import time
 
-import psycopg
-
 from .app import App
 from .errors import NonRetryable, Snooze
 
@@ -63,12 +61,10 @@ app = App("jobfence-examples", queue=os.environ.get("JOBFENCE_EXAMPLE_QUEUE", "d
 _OPTIONS = _env_options()
 
 
-@app.on_start
-def create_effect_table(conn):
-    try:
-        conn.execute(CREATE_EFFECT_TABLE)
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
-        pass  # another worker created it at the same moment
+# The transfer kind writes its effect in the job's transaction: a table of the app's own,
+# created by a worker that may (a superuser on a laptop) or by the DBA from
+# `jobfence grants --app jobfence.examples:app` (scripts/run does that).
+app.table(EFFECT_TABLE, CREATE_EFFECT_TABLE, privileges="SELECT, INSERT")
 
 
 @app.task("noop", **_OPTIONS)

@@ -6,6 +6,7 @@ and --no-auth; a scope no login can serve is refused at start in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import uuid
@@ -14,37 +15,51 @@ import psycopg
 import pytest
 
 from api_helpers import ADMIN_TOKEN, PRODUCER_TOKEN, TOKENS, start_api
-from conftest import ADMIN_URL, REPO, sqitch_target
+from conftest import ADMIN_URL, REPO, sqitch_target, wait_until
 from role_helpers import url_as
 
 ROLES_SQL = REPO / "scripts" / "roles.sql"
-LOGINS = ("jobs_owner", "jobfence_worker", "jobfence_api", "jobfence_api_admin", "jobfence_admin")
+LOGINS = ("jobs_owner", "jobfence_worker", "jobfence_relay", "jobfence_api", "jobfence_api_admin",
+          "jobfence_admin")
 
 
-@pytest.fixture(scope="module")
-def shipped():
+@contextlib.contextmanager
+def _deployed(*roles_args: str):
     """A database set up as scripts/run sets it up: roles.sql by the DBA, the deploy by
-    jobs_owner, the kinds declared by jobfence_admin. Yields {login: url}."""
+    jobs_owner. Yields {login: url} ("dba" too)."""
     name = f"jobfence_shipped_{uuid.uuid4().hex[:8]}"
     done = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"db={name}",
-                           "-v", "example_app=1", "-f", str(ROLES_SQL), ADMIN_URL],
+                           *roles_args, "-f", str(ROLES_SQL), ADMIN_URL],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     try:
         dba_url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
         urls = {role: url_as(dba_url, role) for role in LOGINS}
+        urls["dba"] = dba_url
         deployed = subprocess.run(["sqitch", "--quiet", "deploy", sqitch_target(urls["jobs_owner"])],
                                   cwd=REPO, capture_output=True, text=True, timeout=300)
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-        declared = subprocess.run(
-            [sys.executable, "-m", "jobfence", "worker", "--app", "jobfence.examples:app",
-             "--declare-only"], env={**_env(), "JOBFENCE_DATABASE_URL": urls["jobfence_admin"]},
-            capture_output=True, text=True, timeout=60, cwd=REPO)
-        assert declared.returncode == 0, declared.stderr
         yield urls
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _jobfence(url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobfence", *args], input=stdin,
+                          env={**_env(), "JOBFENCE_DATABASE_URL": url},
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """The kinds of the example app declared by jobfence_admin (its table: roles.sql's
+    example_app switch, as docker-compose.yml does)."""
+    with _deployed("-v", "example_app=1") as urls:
+        declared = _jobfence(urls["jobfence_admin"], "worker", "--app", "jobfence.examples:app",
+                             "--declare-only")
+        assert declared.returncode == 0, declared.stderr
+        yield urls
 
 
 def _env():
@@ -143,3 +158,43 @@ def test_a_missing_grant_is_a_problem_document_naming_it(procs, shipped):
     assert page.status == 500 and b"Missing database grant" in page.raw, page.raw[:300]
     assert b"jobs_admin" in page.raw
     assert api.post("/jobs", {"kind": "noop", "payload": {}}).status == 202
+
+
+def test_your_own_transactional_kind_under_the_shipped_roles(procs):
+    """docs/python.md, "Your own kind under the shipped roles": the DBA creates the app's
+    table from `jobfence grants`, an administrator declares, the workers (jobs_worker, no
+    --no-declare) run it. Before the grants, each step that cannot work says why in one line."""
+    app = ["--app", "jobfence.examples:app"]
+    with _deployed() as urls:
+        early = _jobfence(urls["jobfence_worker"], "--log-format", "json", "worker", *app,
+                          "--pop-timeout", "0.2")
+        assert early.returncode == 1, (early.returncode, early.stderr[-2000:])
+        line = next(l for l in early.stderr.splitlines() if '"app_setup_failed"' in l)
+        assert "public.jobfence_example_effect" in line and "jobfence grants --app" in line, line
+        assert "Traceback" not in early.stderr
+        refused = _jobfence(urls["jobfence_admin"], "worker", *app, "--declare-only")
+        assert refused.returncode == 1 and "jobfence grants" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+
+        sql = _jobfence(urls["dba"], "grants", *app)
+        assert sql.returncode == 0 and "GRANT SELECT, INSERT ON public.jobfence_example_effect TO jobs_worker" in sql.stdout
+        applied = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", urls["dba"]],
+                                 input=sql.stdout, capture_output=True, text=True, timeout=60)
+        assert applied.returncode == 0, applied.stderr
+        declared = _jobfence(urls["jobfence_admin"], "worker", *app, "--declare-only")
+        assert declared.returncode == 0, declared.stderr
+
+        worker = procs.start("worker", "worker", *app, "--pop-timeout", "0.2",
+                             env={"JOBFENCE_DATABASE_URL": urls["jobfence_worker"]})
+        worker.wait_for("worker_ready", timeout=30)
+        relay = procs.start("relay", "relay", "--poll-interval", "0.5",
+                            env={"JOBFENCE_DATABASE_URL": urls["jobfence_relay"]})
+        relay.wait_for("relay_listening", timeout=30)
+        assert worker.find("declare_skipped")  # it may not declare: an administrator did
+        with psycopg.connect(urls["jobfence_api"], autocommit=True) as api:
+            job = api.execute("SELECT id FROM jobs.submit('transfer', '{\"amount\": 5}')").fetchone()[0]
+            wait_until(lambda: api.execute("SELECT status::text FROM jobs.get(%s)", (job,)).fetchone()[0] == "done",
+                       30, what=f"transfer {job} done\n{worker.tail()}")
+        with psycopg.connect(urls["dba"], autocommit=True) as dba:
+            assert dba.execute("SELECT count(*) FROM public.jobfence_example_effect WHERE job_id = %s",
+                               (job,)).fetchone()[0] == 1

@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from .api import api
 from .audit import audit
+from .grants import grants
 from .chaos import chaos
 from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from .jobs import cancel, demo, replay, status, submit
@@ -55,5 +56,5 @@ def main(ctx: click.Context, database_url: str, read_database_url: str | None, r
 
 for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, list_jobs, demo,
                 prune, stats, top, metrics, audit, db, chaos, replay_many,
-                list_schedules, schedule, unschedule, pause, resume):
+                list_schedules, schedule, unschedule, pause, resume, grants):
     main.add_command(command)

@@ -364,6 +364,7 @@ def app_from(app_ref: str, app_dir: str | None = ".", *, serving: bool = False):
     if serving and not app.tasks:
         raise Fail(f"--app {app_ref} declares no task: add one with @app.task(\"kind\") "
                    "(docs/python.md)", EXIT_USAGE)
+    app.ref = app_ref
     return app
 
 

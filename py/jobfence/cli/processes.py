@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from .common import (API_ADMIN_LOGIN_ENV, EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
+from ..app_setup import AppSetupError
+from .common import (API_ADMIN_LOGIN_ENV, EXIT_ERROR, EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
                      Fail, app_from, cfg, database_url_for, exit_process, map_errors, queues_from,
                      redis_url_for, require_schema, setup_logging)
 from .metrics import with_metrics_port
@@ -97,9 +98,11 @@ def _declare(database_url: str, app) -> None:
         # Not App.declare: that one shrugs off a refused define_type, which a worker may.
         for task in app.tasks.values():
             db.define_type(task.kind, **task.options)
-        for hook in app.start_hooks:
-            with db.connection() as conn:
-                hook(conn)
+        try:
+            # The administrator declares; the workers' login is the one that writes.
+            app.prepare(db, create=True, for_handlers=False)
+        except AppSetupError as exc:
+            raise Fail(str(exc), EXIT_ERROR) from None
         app.declare_schedules(db)
     finally:
         db.close()

@@ -31,6 +31,7 @@ import psycopg
 import redis
 
 from ..app import App
+from ..app_setup import AppSetupError
 from ..jsonload import UndecodedJson
 from ..transport import Transport
 from .claimer import Claimer
@@ -52,8 +53,10 @@ DEFAULT_LINGER = 0.002
 STATS_EVERY_SECONDS = 15.0
 
 
-# The exit code of a process PostgreSQL refuses for good (docs/cli.md, exit 6).
+# The exit code of a process PostgreSQL refuses for good (docs/cli.md, exit 6), and of a
+# worker whose app cannot run under its login (a table, a privilege, a start hook: exit 1).
 EXIT_DB_REFUSED = 6
+EXIT_APP_SETUP = 1
 
 
 class DatabaseRefused(Exception):
@@ -149,6 +152,9 @@ class Worker:
                       "PostgreSQL refused the worker's login for good; not retrying: "
                       + " ".join(str(refused.cause).split()), worker=self.name)
                 return EXIT_DB_REFUSED
+            except AppSetupError as exc:
+                event(logging.ERROR, "app_setup_failed", str(exc), worker=self.name)
+                return EXIT_APP_SETUP
             if self._stop.is_set():
                 event(logging.INFO, "worker_stopped", "worker stopped", handed_back=0,
                       worker=self.name, **self.stats)
@@ -214,7 +220,11 @@ class Worker:
                 self._stop.wait(delay)
                 continue
             try:
-                self.types = self.app.declare(self.db) if self.declare else {}
+                if self.declare:
+                    self.types = self.app.declare(self.db)
+                else:
+                    self.types = {}
+                    self.app.prepare(self.db, create=False)
                 if len(self.types) < len(self.app.tasks):
                     with contextlib.suppress(psycopg.Error):
                         self.types = {**self.db.types(), **self.types}
