@@ -77,6 +77,7 @@ class AsyncClient:
             configure=tolerate_async)
         self.redis = redis_urls.connect_async(redis_url, socket_timeout=5.0,
                                              socket_connect_timeout=2.0)
+        self._namespace: str | None = None  # jobs.redis_namespace(), at the first push
 
     async def __aenter__(self) -> "AsyncClient":
         await self.pool.open()
@@ -191,6 +192,13 @@ class AsyncClient:
     async def queue_depth(self) -> list[dict]:
         return await self._all(sql.QUEUE_DEPTH, None)
 
+    async def redis_namespace(self) -> str:
+        """The prefix of this deployment's Redis keys, asked once (``jobs.redis_namespace``)."""
+        if self._namespace is None:
+            found = await self._all(sql.REDIS_NAMESPACE, None)
+            self._namespace = found[0]["namespace"]
+        return self._namespace
+
     async def queues(self) -> list[str]:
         return [r["queue"] for r in await self._all(sql.QUEUES, None)]
 
@@ -245,8 +253,9 @@ class AsyncClient:
         if not todo:
             return True
         try:
+            namespace = await self.redis_namespace()
             pipe = self.redis.pipeline(transaction=False)
-            fill_pipeline(pipe, todo)
+            fill_pipeline(pipe, todo, namespace)
             await pipe.execute()
             return True
         except (redis.RedisError, OSError) as exc:

@@ -33,7 +33,8 @@ class Client:
         # timeout: how long a call waits for a PostgreSQL connection before raising.
         self.db = Database(database_url, max_size=pool_size, name="jobfence-client",
                            timeout=timeout)
-        self.transport = Transport(redis_url)
+        # The deployment's key prefix, asked at the first push.
+        self.transport = Transport(redis_url, namespace=self.db.redis_namespace)
 
     def close(self) -> None:
         self.db.close()

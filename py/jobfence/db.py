@@ -360,6 +360,10 @@ class Database:
             return []
         return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, tuple_row)
 
+    def redis_namespace(self) -> str:
+        """The prefix of this deployment's Redis keys (``jobs.redis_namespace``)."""
+        return self._one(sql.REDIS_NAMESPACE)["namespace"]
+
     def queues(self) -> list[str]:
         return [r["queue"] for r in self._all(sql.QUEUES)]
 

@@ -27,7 +27,7 @@ from .errors import JobfenceError
 from .observe import process as metrics
 from .rows import Signal
 from .schedules import Ticker
-from .transport import Transport, is_corruption, key_text, ready_key
+from .transport import Transport, is_corruption, key_text
 
 logger = logging.getLogger("jobfence.reaper")
 
@@ -49,7 +49,7 @@ class Reaper:
         # Swept at every tick even if PostgreSQL does not name them (yet).
         self.queues: set[str] = set(queues) | {"default"}
         self.db = Database(database_url, max_size=2, name="jobfence-reaper")
-        self.transport = Transport(redis_url)
+        self.transport = Transport(redis_url, namespace=self.db.redis_namespace)
         self._swept: list[str] = []
         self._stop = threading.Event()
         # Periodic jobs: enqueued by whichever reapers run, each tick once (schedules.py).
@@ -168,7 +168,7 @@ class Reaper:
                 # A --queue that is not UTF-8 names no PostgreSQL queue: nothing to re-push.
                 self.transport.warnings.warn(
                     "queue_skipped", "queue name is not valid UTF-8: no job can be in it",
-                    ready_key(queue), exc, queue=key_text(queue))
+                    self.transport.ready_key(queue), exc, queue=key_text(queue))
                 continue
             if stale:
                 self._push(stale)
@@ -203,7 +203,7 @@ class Reaper:
             except redis.ResponseError as exc:
                 if not is_corruption(exc):
                     raise
-                self._repair(getattr(exc, "key", ready_key(queue)), exc)
+                self._repair(getattr(exc, "key", self.transport.ready_key(queue)), exc)
         return False
 
     def _repair(self, key: str, exc: Exception) -> None:

@@ -28,7 +28,7 @@ from . import log as jlog
 from . import sql
 from .db import Database, listen_url
 from .observe import process as metrics
-from .transport import MAX_JOB_ID, Transport, key_text, ready_key
+from .transport import MAX_JOB_ID, Transport, key_text
 from .worker import Backoff
 
 logger = logging.getLogger("jobfence.relay")
@@ -113,7 +113,7 @@ class Relay:
         # Polled at every catch-up even if PostgreSQL does not name them (yet).
         self.queues: set[str] = set(queues) | {"default"}
         self.db = Database(database_url, max_size=2, name="jobfence-relay")
-        self.transport = Transport(redis_url)
+        self.transport = Transport(redis_url, namespace=self.db.redis_namespace)
         self._stop = threading.Event()
         self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
         self.pushed = 0
@@ -270,7 +270,7 @@ class Relay:
                 # A --queue that is not UTF-8 names no PostgreSQL queue: nothing to push.
                 self.transport.warnings.warn(
                     "queue_skipped", "queue name is not valid UTF-8: no job can be in it",
-                    ready_key(queue), exc, queue=key_text(queue))
+                    self.transport.ready_key(queue), exc, queue=key_text(queue))
                 continue
             stale += [s.push_tuple() for s in found]
         if stale:

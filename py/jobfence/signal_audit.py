@@ -48,14 +48,14 @@ def _contains(ids: array, job_id: int) -> bool:
     return at < len(ids) and ids[at] == job_id
 
 
-def _ready_runs(client: redis.Redis, queue: str, only: array | None) -> list[array]:
+def _ready_runs(client: redis.Redis, queue: str, only: array | None, namespace: str) -> list[array]:
     """The ready list's ids as sorted runs, one per slice (``only``: keep just those ids).
     Slices are read from the head while producers push there: a push between two slices
     shifts ids into the next one and reads them twice, which is harmless; pops at the tail
     shift nothing that is still to be read. A key of another type holds no signal a worker
     can pop: read as empty. Every priority band's list is read."""
     runs = []
-    for key in map(_raw, ready_keys(queue)):
+    for key in map(_raw, ready_keys(queue, namespace)):
         start = 0
         while True:
             try:
@@ -86,9 +86,9 @@ def _stale(conn: psycopg.Connection, queue: str, bound: float) -> Iterator[list[
             yield [r[0] for r in rows]
 
 
-def _delayed(client: redis.Redis, queue: str, ids: list[int]) -> list[bool]:
+def _delayed(client: redis.Redis, queue: str, ids: list[int], namespace: str) -> list[bool]:
     """Whether each id is in one of the queue's delayed sets (any priority band)."""
-    keys = [_raw(k) for k in delayed_keys(queue)]
+    keys = [_raw(k) for k in delayed_keys(queue, namespace)]
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
         for key in keys:
@@ -105,10 +105,10 @@ def _delayed(client: redis.Redis, queue: str, ids: list[int]) -> list[bool]:
     return found
 
 
-def _missing(client: redis.Redis, conn: psycopg.Connection, queue: str, bound: float,
+def _missing(client: redis.Redis, conn: psycopg.Connection, queue: str, bound: float, namespace: str,
              only: array | None = None) -> array:
     """Ids of the queue's stale claimable jobs found in neither key (``only``: among those)."""
-    ready = heapq.merge(*_ready_runs(client, queue, only))
+    ready = heapq.merge(*_ready_runs(client, queue, only, namespace))
     head = next(ready, None)
     out = array("q")
     try:
@@ -122,7 +122,7 @@ def _missing(client: redis.Redis, conn: psycopg.Connection, queue: str, bound: f
                 if head != job_id:
                     lacking.append(job_id)
             if lacking:
-                out.extend(i for i, there in zip(lacking, _delayed(client, queue, lacking)) if not there)
+                out.extend(i for i, there in zip(lacking, _delayed(client, queue, lacking, namespace)) if not there)
     finally:
         conn.rollback()  # read-only; the next pass takes a fresh snapshot and now()
     return out
@@ -134,12 +134,13 @@ def check_signals(database_url: str, client: redis.Redis, bound: float, examples
     count, sample = 0, []
     with psycopg.connect(database_url, connect_timeout=3, application_name="jobfence-audit") as conn:
         queues = [r[0] for r in conn.execute(sql.QUEUES).fetchall()]
+        namespace = conn.execute(sql.REDIS_NAMESPACE).fetchone()[0]
         conn.rollback()
         for queue in queues:
-            first = _missing(client, conn, queue, bound)
+            first = _missing(client, conn, queue, bound, namespace)
             if not first:
                 continue
-            confirmed = _missing(client, conn, queue, bound, only=first)
+            confirmed = _missing(client, conn, queue, bound, namespace, only=first)
             count += len(confirmed)
             sample = sorted(sample + list(confirmed[:examples]))[:examples]
     return {"check_name": CHECK, "violations": count, "example_job_ids": sample,

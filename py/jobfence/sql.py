@@ -260,6 +260,8 @@ PAUSED_QUEUES = "SELECT * FROM jobs.paused_queues()"
 # After a claim that granted fewer ids than were popped: which of the others a kind's limit
 # held back, and when to push them again.
 HELD_BACK = "SELECT * FROM jobs.held_back(job_ids => %(job_ids)b::bigint[])"
+# Every process that touches Redis, once: the prefix of this deployment's keys.
+REDIS_NAMESPACE = "SELECT jobs.redis_namespace() AS namespace"
 # After a partial grant, in one round trip: what a kind's limit held back (to push again) and
 # why the others were not granted (to count, and to warn about ids of another deployment or
 # queue).

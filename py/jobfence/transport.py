@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections import defaultdict
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import redis
 
@@ -151,22 +151,28 @@ def band_of(priority) -> int:
     return min(max(int(priority), 0), BANDS - 1)
 
 
-def ready_key(queue: str, band: int = 0) -> str:
+# The namespace a key starts with when none is named: what a deployment's
+# jobs.redis_namespace() says otherwise (a random jobfence-<hex> unless an administrator set
+# one with jobs.configure_redis), so that two deployments sharing a Redis database never
+# pop each other's ids.
+DEFAULT_NAMESPACE = "jobfence"
+
+
+def ready_key(queue: str, band: int = 0, namespace: str = DEFAULT_NAMESPACE) -> str:
     # The braces are literal: a Redis Cluster hash tag keeping a queue's keys in one slot.
-    # Band 0 keeps the name older releases used, so their signals are still popped.
-    return f"jobfence:{{{queue}}}:ready" + (f":p{band}" if band else "")
+    return f"{namespace}:{{{queue}}}:ready" + (f":p{band}" if band else "")
 
 
-def delayed_key(queue: str, band: int = 0) -> str:
-    return f"jobfence:{{{queue}}}:delayed" + (f":p{band}" if band else "")
+def delayed_key(queue: str, band: int = 0, namespace: str = DEFAULT_NAMESPACE) -> str:
+    return f"{namespace}:{{{queue}}}:delayed" + (f":p{band}" if band else "")
 
 
-def ready_keys(queue: str) -> list[str]:
-    return [ready_key(queue, b) for b in range(BANDS)]
+def ready_keys(queue: str, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
+    return [ready_key(queue, b, namespace) for b in range(BANDS)]
 
 
-def delayed_keys(queue: str) -> list[str]:
-    return [delayed_key(queue, b) for b in range(BANDS)]
+def delayed_keys(queue: str, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
+    return [delayed_key(queue, b, namespace) for b in range(BANDS)]
 
 
 def band_of_key(key: bytes | str) -> int:
@@ -193,11 +199,11 @@ def _epoch(run_after) -> float | None:
     return run_after.timestamp() if hasattr(run_after, "timestamp") else float(run_after)
 
 
-def fill_pipeline(pipe, signals: Iterable[tuple]) -> int:
+def fill_pipeline(pipe, signals: Iterable[tuple], namespace: str = DEFAULT_NAMESPACE) -> int:
     """Queue the commands pushing (job_id, queue, run_after[, priority]) tuples on a
     pipeline (sync or asyncio): due ids to their band's ready list, later ones to its
     delayed set."""
-    plan = _by_key(signals)
+    plan = _by_key(signals, namespace)
     for key, sent in plan.items():
         _queue_command(pipe, key, sent)
     return sum(len(sent) for sent in plan.values())
@@ -210,7 +216,7 @@ def _queue_command(pipe, key: str, sent: list) -> None:
         pipe.zadd(_raw(key), {str(s[0]): at for s, at in sent})
 
 
-def _by_key(signals: Iterable[tuple]) -> dict[str, list]:
+def _by_key(signals: Iterable[tuple], namespace: str) -> dict[str, list]:
     """The signals grouped by the key each goes to, as (signal, run_after epoch) pairs. The
     relay routes every submitted id through here, so a key's band and name are worked out
     once per batch (per queue, priority and due-or-later), not once per id."""
@@ -224,7 +230,8 @@ def _by_key(signals: Iterable[tuple]) -> dict[str, list]:
         if key is None:
             queue, priority, due = route
             band = band_of(priority)
-            key = keys[route] = ready_key(queue, band) if due else delayed_key(queue, band)
+            key = keys[route] = (ready_key(queue, band, namespace) if due
+                                 else delayed_key(queue, band, namespace))
         out[key].append((signal, at))
     return out
 
@@ -233,8 +240,13 @@ class Transport:
     """Push, pop and move job ids. Every method may raise ``redis.RedisError``; callers decide
     whether that is worth a retry (a worker) or a ``mark_enqueue_failed`` (a producer)."""
 
-    def __init__(self, url: str, *, socket_timeout: float = 5.0):
+    def __init__(self, url: str, *, socket_timeout: float = 5.0,
+                 namespace: str | Callable[[], str] = DEFAULT_NAMESPACE):
+        """``namespace``: the deployment's (``jobs.redis_namespace()``), or a function that
+        asks for it, called at the first use of a key (a producer need not reach PostgreSQL
+        to be built)."""
         self.url = url
+        self._namespace = namespace
         # One server, a Sentinel-watched primary or a cluster (redis_urls.py).
         self.redis = redis_urls.connect(
             url, socket_timeout=socket_timeout, socket_connect_timeout=2.0,
@@ -251,6 +263,22 @@ class Transport:
         # without a priority (a worker's retries and snoozes: their outcome names no priority).
         self._popped_bands: dict[int, int] = {}
         self._cluster = redis_urls.is_cluster(self.redis)
+
+    @property
+    def namespace(self) -> str:
+        if callable(self._namespace):
+            self._namespace = self._namespace()
+        return self._namespace
+
+    @namespace.setter
+    def namespace(self, value: str) -> None:
+        self._namespace = value
+
+    def ready_key(self, queue: str, band: int = 0) -> str:
+        return ready_key(queue, band, self.namespace)
+
+    def delayed_key(self, queue: str, band: int = 0) -> str:
+        return delayed_key(queue, band, self.namespace)
 
     def close(self) -> None:
         self.redis.close()
@@ -274,7 +302,7 @@ class Transport:
         """Push (job_id, queue, run_after[, priority]) tuples: due ids to their band's ready
         list, later ones to its delayed set scored by run_after epoch. One round trip."""
         pipe = self.redis.pipeline(transaction=False)
-        count = fill_pipeline(pipe, self._banded(signals))
+        count = fill_pipeline(pipe, self._banded(signals), self.namespace)
         if count:
             pipe.execute()
         return count
@@ -283,7 +311,7 @@ class Transport:
         """``push``, except that a key refusing its command (a wrong type) fails only the
         signals bound for it: the others are written all the same. Returns what failed,
         per key; a lost server still raises."""
-        plan = _by_key(self._banded(signals))
+        plan = _by_key(self._banded(signals), self.namespace)
         if not plan:
             return []
         pipe = self.redis.pipeline(transaction=False)
@@ -380,7 +408,7 @@ class Transport:
         ready list, the most urgent band of every queue first (then the queues in the order
         given). The short timeout keeps shutdown prompt. A ready key of the wrong type is
         left out (and warned about) instead of failing the pop of every queue."""
-        keys = self._usable([ready_key(q, b) for b in range(BANDS) for q in queues])
+        keys = self._usable([ready_key(q, b, self.namespace) for b in range(BANDS) for q in queues])
         for _ in range(2):
             if not keys:
                 # Every queue is unusable: wait as a pop would, not in a hot loop.
@@ -433,7 +461,7 @@ class Transport:
 
     def move_due(self, queue: str, limit: int = 1000) -> int:
         """Raises ``WrongType`` having moved nothing if either key holds the wrong type."""
-        keys = delayed_keys(queue) + ready_keys(queue)
+        keys = delayed_keys(queue, self.namespace) + ready_keys(queue, self.namespace)
         try:
             return int(self._move_due(keys=[_raw(k) for k in keys], args=[time.time(), limit]))
         except redis.ResponseError as exc:
@@ -444,7 +472,7 @@ class Transport:
 
     def ready_length(self, queue: str) -> int:
         """Ids waiting in every band of the queue's ready lists."""
-        keys = ready_keys(queue)
+        keys = ready_keys(queue, self.namespace)
         pipe = self.redis.pipeline(transaction=False)
         for key in keys:
             pipe.llen(_raw(key))

@@ -40,6 +40,11 @@ def database_url():
             cwd=REPO, capture_output=True, text=True,
         )
         assert deployed.returncode == 0, f"sqitch deploy failed:\n{deployed.stdout}{deployed.stderr}"
+        # The session's own Redis server: its keys may use the plain namespace the tests name
+        # with transport.ready_key(queue). A deployment gets a random one
+        # (test_redis_namespace.py runs two of them on one Redis database).
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SELECT jobs.configure_redis('jobfence')")
         yield url
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:

@@ -129,7 +129,7 @@ def redis_corrupt(stage: Stage) -> dict:
     # key and re-pushes, from PostgreSQL, the delayed signals that went with it.
     from .workload import app
 
-    return stage.redis.corrupt(app.default_queue)
+    return stage.redis.corrupt(app.default_queue, stage.db.redis_namespace())
 
 
 def redis_down_submit(stage: Stage) -> dict:

@@ -138,7 +138,7 @@ class RedisChild:
         finally:
             client.close()
 
-    def corrupt(self, queue: str) -> dict:
+    def corrupt(self, queue: str, namespace: str) -> dict:
         """What a stray client or a bad migration leaves: the queue's delayed set replaced
         by a string (the delayed signals in it are lost with it), and junk in its ready
         list — members that are no job id, one not even UTF-8."""
@@ -146,10 +146,11 @@ class RedisChild:
 
         client = redis.Redis(port=self.port, socket_timeout=2)
         try:
-            lost = client.zcard(delayed_key(queue)) if client.type(delayed_key(queue)) == b"zset" else 0
-            client.set(delayed_key(queue), b"not a zset")
+            delayed, ready = delayed_key(queue, 0, namespace), ready_key(queue, 0, namespace)
+            lost = client.zcard(delayed) if client.type(delayed) == b"zset" else 0
+            client.set(delayed, b"not a zset")
             junk = [b"not-an-id", b"-5", b"\xff\xfe", b"0", b"99999999999999999999999"]
-            client.rpush(ready_key(queue), *junk)
+            client.rpush(ready, *junk)
         finally:
             client.close()
         return {"queue": queue, "delayed_signals_lost": int(lost), "junk_members": len(junk)}

@@ -92,7 +92,9 @@ class Worker:
         self.db = LeaseDatabase(database_url, name="jobfence-worker",
                            max_size=3 + (self.concurrency if transactional else 0))
         self.lease_db: LeaseDatabase | None = None
-        self.transport = Transport(redis_url, socket_timeout=pop_timeout + 5.0)
+        # The deployment's key prefix, asked once PostgreSQL answers (jobs.redis_namespace).
+        self.transport = Transport(redis_url, socket_timeout=pop_timeout + 5.0,
+                                   namespace=self.db.redis_namespace)
         self.types: dict[str, dict] = {}
         self.held: dict[int, Job] = {}
         self._stop = threading.Event()
@@ -228,6 +230,7 @@ class Worker:
                 if len(self.types) < len(self.app.tasks):
                     with contextlib.suppress(psycopg.Error):
                         self.types = {**self.db.types(), **self.types}
+                _ = self.transport.namespace  # asked now, while PostgreSQL answers
                 return
             except psycopg.OperationalError as exc:
                 delay = backoff.next()
