@@ -128,8 +128,10 @@ def main() -> int:
 def _forget_redis(settings: Settings) -> None:
     try:
         import redis
+
+        from .common import redis_keys
         r = redis.Redis.from_url(settings.redis_url, socket_timeout=2)
-        r.delete(f"jobfence:{{{settings.queue}}}:ready", f"jobfence:{{{settings.queue}}}:delayed")
+        r.delete(*redis_keys(settings))
     except Exception:  # noqa: BLE001 — Redis away at the end changes no figure
         pass
 

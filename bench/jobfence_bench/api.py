@@ -169,8 +169,9 @@ def _forget(settings: Settings) -> None:
     # Nobody pops these ids; keep the bench's Redis database small between runs.
     try:
         import redis
-        redis.Redis.from_url(settings.redis_url, socket_timeout=2).delete(
-            f"jobfence:{{{settings.queue}}}:ready")
+
+        from .common import redis_keys
+        redis.Redis.from_url(settings.redis_url, socket_timeout=2).delete(*redis_keys(settings))
     except Exception:  # noqa: BLE001 — a leftover list changes no figure
         pass
 

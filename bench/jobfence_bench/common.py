@@ -153,3 +153,14 @@ def tail(path: Path, lines: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def redis_keys(settings) -> list[str]:
+    """The run's queue's keys in Redis, under the scratch database's namespace."""
+    import psycopg
+
+    from jobfence.transport import delayed_keys, ready_keys
+
+    with psycopg.connect(settings.url, autocommit=True) as conn:
+        namespace = conn.execute("SELECT jobs.redis_namespace()").fetchone()[0]
+    return ready_keys(settings.queue, namespace) + delayed_keys(settings.queue, namespace)

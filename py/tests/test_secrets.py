@@ -73,8 +73,8 @@ def secret_urls(declared, tmp_path):
     plain.close()
     with login_role(declared, "jobs_admin", "jobs_worker", password=PG_SECRET) as role:
         with psycopg.connect(declared, autocommit=True) as admin:
-            # The example app's workers create its effect table (scripts/roles.sql, example_app).
-            admin.execute(f'GRANT CREATE ON SCHEMA public TO "{role}"')
+            # The example app's table, as `jobfence grants` grants it (docs/python.md).
+            admin.execute(f'GRANT SELECT, INSERT ON public.jobfence_example_effect TO "{role}"')
         db = url_as(declared, role, PG_SECRET) + "?sslmode=prefer&application_name=secrets"
         rd = f"redis://:{REDIS_SECRET}@127.0.0.1:{server.port}/0"
         env = dict(os.environ, JOBFENCE_DATABASE_URL=db, JOBFENCE_REDIS_URL=rd)
@@ -159,7 +159,7 @@ def test_jobfence_run_prints_no_password_and_hands_each_child_its_own_url(secret
     db, rd, env = secret_urls
     with login_role(declared, "jobs_worker", password=PG_SECRET) as worker_role:
         with psycopg.connect(declared, autocommit=True) as admin:
-            admin.execute(f'GRANT CREATE ON SCHEMA public TO "{worker_role}"')
+            admin.execute(f'GRANT SELECT, INSERT ON public.jobfence_example_effect TO "{worker_role}"')
         worker_url = url_as(declared, worker_role, PG_SECRET)
         _run_tree(dict(env, JOBFENCE_WORKER_DATABASE_URL=worker_url), declared, db, worker_url,
                   worker_role, tmp_path)
