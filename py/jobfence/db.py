@@ -9,6 +9,7 @@ so the processes can back off and retry.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from datetime import datetime, timedelta
@@ -20,9 +21,13 @@ from psycopg.types.json import Jsonb
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from . import log as jlog
 from . import rows, sql
 from .jsonload import tolerate
 from .errors import translate
+
+
+logger = logging.getLogger("jobfence.db")
 
 
 def _seconds(value: float | timedelta | None) -> timedelta | None:
@@ -65,9 +70,34 @@ def sat_idle(conn) -> bool:
     return returned is None or time.monotonic() - returned > _CHECK_AFTER_IDLE_SECONDS
 
 
-def _check_if_idle(conn: psycopg.Connection) -> None:
-    if sat_idle(conn):
-        ConnectionPool.check_connection(conn)
+# A restart drops every pooled connection, each found dead when next handed out: one line
+# per pool a few seconds says so, with how many, instead of one per connection or none.
+_LOST_EVERY = 5.0
+
+
+class _LostConnections:
+    """The pool's check: an idle connection is tested before it is handed out, and one the
+    server dropped is logged as ``db_unavailable`` (then discarded and replaced by the
+    pool). Without the line, an outage shorter than the pool's wait is ridden through in
+    silence, and an operator reading the log never learns PostgreSQL was away."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._tally = jlog.Tally(_LOST_EVERY)
+
+    def __call__(self, conn: psycopg.Connection) -> None:
+        if not sat_idle(conn):
+            return
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error as exc:
+            count = self._tally.add()
+            if count is not None:
+                jlog.event(logger, logging.WARNING, "db_unavailable",
+                           "a pooled connection to PostgreSQL was lost (server restarted or "
+                           "connection dropped); reconnecting", pool=self.name, count=count,
+                           error=" ".join(str(exc).split()))
+            raise
 
 
 def _complete_many_params(items: Sequence[tuple[int, int, Any]], worker: str) -> dict:
@@ -174,7 +204,7 @@ class Database:
             # No reset callback: with one, the pool hands every returned connection to its
             # own thread (a queue put and a thread switch per call on the hot path), and the
             # next caller may find it not back yet. connection() stamps the return instead.
-            check=_check_if_idle,
+            check=_LostConnections(name),
             # One stored value Python's json refuses must not fail every read of its rows.
             configure=tolerate,
             # Keep trying for as long as the process lives: PostgreSQL coming back later

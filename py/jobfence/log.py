@@ -114,3 +114,22 @@ class Throttle:
         with self._lock:
             self._last.pop(key, None)
             self._held.pop(key, None)
+
+
+class Tally:
+    """A count per key, said at most once every ``every`` seconds: ``add`` answers None
+    while the key's line is held back, else how many were added since its last line. For
+    faults anyone can repeat at will (junk in Redis, ids of another deployment, dead
+    connections after a restart): one line a minute says how often, not a line each."""
+
+    def __init__(self, every: float):
+        self._throttle = Throttle(every)
+        self._lock = threading.Lock()
+        self._pending: dict[Any, int] = defaultdict(int)
+
+    def add(self, key: Any = None, n: int = 1) -> int | None:
+        with self._lock:
+            self._pending[key] += n
+            if self._throttle.allow(key) is None:
+                return None
+            return self._pending.pop(key)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections import defaultdict
 from typing import Callable, Iterable, NamedTuple, Sequence
@@ -255,9 +254,7 @@ class Transport:
         self._drop_wrong_type = self.redis.register_script(_DROP_WRONG_TYPE)
         self._skipped: dict[str, float] = {}  # ready key -> when to try it again
         self.warnings = KeyWarnings(logger)
-        self._junk_throttle = jlog.Throttle(WARN_EVERY)
-        self._junk_pending: dict[str, int] = {}
-        self._junk_lock = threading.Lock()
+        self._junk = jlog.Tally(WARN_EVERY)
         self.last_popped: bytes | None = None  # the ready key the last pop took ids from
         # job id -> the band it was popped from, for the signals this process pushes back
         # without a priority (a worker's retries and snoozes: their outcome names no priority).
@@ -450,11 +447,9 @@ class Transport:
         """One line a minute per key, with how many entries it covers: a list stuffed with
         junk (anyone who can write to Redis can) must not become a line per pop."""
         name = key_text(key)
-        with self._junk_lock:
-            self._junk_pending[name] = self._junk_pending.get(name, 0) + len(junk)
-            if self._junk_throttle.allow(name) is None:
-                return
-            count = self._junk_pending.pop(name)
+        count = self._junk.add(name, len(junk))
+        if count is None:
+            return
         jlog.event(logger, logging.WARNING, "junk_signals_dropped",
                    "discarded ready-list entries that are not job ids (positive 64-bit "
                    "integers)", key=name, count=count, sample=[repr(j)[:40] for j in junk[:5]])

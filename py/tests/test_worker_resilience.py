@@ -3,10 +3,13 @@ that one batch provokes at claim time. Either would stall every queue it serves.
 
 from __future__ import annotations
 
+import signal
+
 import psycopg
 import pytest
 import redis as redis_lib
 
+from conftest import wait_until
 from jobfence.transport import MAX_JOB_ID, parse_job_id, ready_key
 
 JUNK = [b"99999999999999999999", str(MAX_JOB_ID + 1).encode(), b"0", b"-5", b"abc", b"1.5",
@@ -105,3 +108,53 @@ def test_a_database_that_refuses_the_login_for_good_is_one_line_and_exit_6(procs
         refused = [line for line in done.stderr.splitlines() if '"db_refused"' in line]
         assert len(refused) == 1 and "does not exist" in refused[0], done.stderr[-2000:]
         assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def cuttable_db(clean_db):
+    """The test database behind a loopback proxy the test can cut (PostgreSQL away: every
+    connection dropped, new ones closed) and mend, without touching the machine's server."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from jobfence.chaos.proxy import StallProxy
+
+    parts = conninfo_to_dict(clean_db)
+    proxy = StallProxy(parts.get("host", "127.0.0.1"), int(parts.get("port", 5432)))
+    port = proxy.start()
+    try:
+        yield proxy, make_conninfo(clean_db, host="127.0.0.1", port=port)
+    finally:
+        proxy.close()
+
+
+def test_a_worker_stopped_while_postgresql_is_away_exits_after_its_grace(
+        procs, client, cuttable_db):
+    """docs/cli.md: after SIGTERM the worker lets running jobs finish within --grace, hands
+    back what is left and exits. With PostgreSQL away, nothing can be handed back: the
+    worker says so and exits once the grace is spent, instead of retrying its reports for
+    another minute. The reaper recovers the job (its lease expires)."""
+    proxy, url = cuttable_db
+    w = procs.worker("w-grace", "--grace", "1", env={"JOBFENCE_DATABASE_URL": url})
+    job = client.submit("sleep", {"seconds": 600})
+    w.wait_for("claimed", job_id=job)
+    proxy.cut()
+    w.signal(signal.SIGTERM)
+    # The bound is the grace plus closing down, far below the minute a report would wait.
+    assert w.wait(timeout=12) == 0, w.tail()
+    assert w.find("report_unfinished") or w.find("db_unavailable"), w.tail()
+    assert w.find("worker_stopped"), w.tail()
+    proxy.mend()
+    procs.reaper()
+    wait_until(lambda: client.get(job).status == "queued", 30, what="the reaper requeues it")
+
+
+def test_the_reaper_says_when_postgresql_went_away_between_two_ticks(procs, cuttable_db):
+    """A short outage falls between ticks and the pool rides through it, reconnecting: the
+    log still says PostgreSQL was away (docs/reliability.md), once, not a line a tick."""
+    proxy, url = cuttable_db
+    # Ticks far enough apart that the pool's connections sit idle and are checked.
+    r = procs.reaper("--interval", "3", env={"JOBFENCE_DATABASE_URL": url})
+    proxy.cut()
+    proxy.mend()
+    r.wait_for("db_unavailable")
+    assert r.alive()

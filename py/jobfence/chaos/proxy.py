@@ -1,7 +1,9 @@
 """A TCP proxy on loopback between the workers and PostgreSQL that can stall: paused, it
 stops forwarding bytes both ways (and holds new connections) without closing anything, as a
 network partition does; resumed, the queued bytes flow again. The workers' fencing must
-then refuse whatever they report for leases that expired meanwhile."""
+then refuse whatever they report for leases that expired meanwhile. Cut, it drops every
+connection and closes new ones at once, as a server that went away does; mended, it
+forwards again."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class StallProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
         self.connections = 0
+        self._cut = False
         self._thread = threading.Thread(target=self.loop.run_forever, name="chaos-proxy",
                                         daemon=True)
 
@@ -59,6 +62,9 @@ class StallProxy:
 
     async def _serve(self, client_reader, client_writer):
         self.connections += 1
+        if self._cut:
+            client_writer.close()
+            return
         await self._flowing.wait()
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
@@ -80,6 +86,21 @@ class StallProxy:
 
     def resume(self) -> None:
         self._call(self._flowing.set)
+
+    def cut(self) -> None:
+        """Returns once every connection is dropped."""
+        async def drop():
+            self._cut = True
+            for w in list(self._writers):
+                w.close()
+
+        asyncio.run_coroutine_threadsafe(drop(), self.loop).result(5)
+
+    def mend(self) -> None:
+        async def forward():
+            self._cut = False
+
+        asyncio.run_coroutine_threadsafe(forward(), self.loop).result(5)
 
     def close(self) -> None:
         if not self.loop.is_running():

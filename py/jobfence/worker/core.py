@@ -59,6 +59,10 @@ EXIT_DB_REFUSED = 6
 EXIT_APP_SETUP = 1
 
 
+# After the grace, the time the last outcomes (the hand-backs) are given to reach PostgreSQL.
+FLUSH_AFTER_GRACE = 3.0
+
+
 class DatabaseRefused(Exception):
     def __init__(self, cause: psycopg.OperationalError):
         super().__init__(str(cause))
@@ -99,6 +103,8 @@ class Worker:
         self.held: dict[int, Job] = {}
         self._stop = threading.Event()
         self._hard_stop = threading.Event()
+        # Set by the first stop: when the grace ends, whatever PostgreSQL is doing.
+        self._stop_deadline: float | None = None
         self.reporter = Reporter(self, flush_size=self.batch, linger=linger)
         self.claimer = Claimer(self)
         self.outcomes = Outcomes(self)
@@ -120,8 +126,7 @@ class Worker:
             if self._stop.is_set():
                 # A second signal: do not wait for the grace period, hand jobs back now.
                 self._hard_stop.set()
-            self._stop.set()
-            self.claimer.freed.set()
+            self.stop()
             event(logging.INFO, "stopping", f"{signal.Signals(signum).name}: no new work, "
                   f"draining {self.claimer.active()} job(s)", signal=signal.Signals(signum).name,
                   worker=self.name)
@@ -130,14 +135,22 @@ class Worker:
         signal.signal(signal.SIGINT, on_signal)
 
     def stop(self) -> None:
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + self.grace
         self._stop.set()
         self.claimer.freed.set()
 
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    def hard_stopped(self) -> bool:
-        return self._hard_stop.is_set()
+
+    def out_of_time(self) -> bool:
+        """Stopping and the grace is spent (or a second signal came): retrying a report
+        now would keep the process past what docs/cli.md promises."""
+        if self._hard_stop.is_set():
+            return True
+        deadline = self._stop_deadline
+        return deadline is not None and time.monotonic() >= deadline
 
     def wait_stop(self, seconds: float) -> None:
         self._stop.wait(seconds)
@@ -261,7 +274,9 @@ class Worker:
                     self.reporter.add(FAIL_RET, job, "worker shutdown", True)
                 else:
                     self.reporter.add(GONE, job)
-        deadline = time.monotonic() + self.grace
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + self.grace
+        deadline = self._stop_deadline
         while (self.claimer.active() > 0 and time.monotonic() < deadline
                and not self._hard_stop.is_set()):
             self.claimer.freed.wait(0.1)
@@ -271,7 +286,9 @@ class Worker:
                 handed += 1
                 job.ctx._cancel("shutdown")
                 self.reporter.add(FAIL, job, "worker shutdown", True)
-        if not self.reporter.stop(timeout=15.0):
+        # The hand-backs need one round trip; with PostgreSQL away they cannot be made, and
+        # the reaper recovers those jobs when their leases expire.
+        if not self.reporter.stop(timeout=max(FLUSH_AFTER_GRACE, deadline - time.monotonic())):
             event(logging.ERROR, "report_unfinished",
                   "outcomes still unreported at exit; the reaper recovers those jobs",
                   worker=self.name)

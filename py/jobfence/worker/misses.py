@@ -5,7 +5,6 @@ duplicate signal, writes one warning a minute per cause with how many ids it cov
 from __future__ import annotations
 
 import logging
-import threading
 
 from .. import log as jlog
 from ..observe import process as metrics
@@ -26,9 +25,7 @@ LIKELY = {
 class MissReport:
     def __init__(self, worker_name: str, every: float = WARN_EVERY):
         self.worker_name = worker_name
-        self._throttle = jlog.Throttle(every)
-        self._lock = threading.Lock()
-        self._pending: dict[str, int] = {}
+        self._tally = jlog.Tally(every)
 
     def record(self, causes: dict[str, list[int]]) -> None:
         for cause, ids in causes.items():
@@ -36,10 +33,8 @@ class MissReport:
             why = LIKELY.get(cause)
             if why is None:
                 continue
-            with self._lock:
-                self._pending[cause] = self._pending.get(cause, 0) + len(ids)
-                if self._throttle.allow(cause) is None:
-                    continue
-                count = self._pending.pop(cause)
+            count = self._tally.add(cause, len(ids))
+            if count is None:
+                continue
             event(logging.WARNING, f"unclaimed_{cause}", f"{why} ({count} since the last line)",
                   cause=cause, count=count, job_ids=ids[:20], worker=self.worker_name)

@@ -260,7 +260,7 @@ class Reporter:
                 return result
             except psycopg.OperationalError as exc:
                 metrics.POSTGRES.failed()
-                if time.monotonic() >= deadline or self.w.hard_stopped():
+                if time.monotonic() >= deadline or self.w.out_of_time():
                     event(logging.ERROR, "db_unavailable",
                           f"{what} abandoned; the reaper will recover the job(s)",
                           error=str(exc), worker=self.w.name)
