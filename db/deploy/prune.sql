@@ -2,7 +2,7 @@
 -- requires: job
 -- requires: event
 -- requires: metric_minute
--- reads at run time: event_retention (a later change in the plan; plpgsql resolves it per call)
+-- reads at run time: event_retention, page (later changes in the plan; plpgsql resolves them per call)
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.prune(older_than interval DEFAULT '7 days', max_jobs integer DEFAULT NULL)
 RETURNS bigint
@@ -62,12 +62,18 @@ BEGIN
             ON CONFLICT (singleton) DO UPDATE SET released_before = excluded.released_before, updated_at = now()
             WHERE r.released_before < excluded.released_before;
     END IF;
+    -- Pages: a delivered one goes with the same retention. An undelivered one that a forwarder
+    -- has tried stays until it is delivered, however long the webhook is away; one no
+    -- forwarder ever tried (no webhook is configured) goes like a delivered one, or the
+    -- table would keep a row per dead letter for ever.
+    DELETE FROM jobs.page AS pg
+     WHERE pg.created_at < cutoff AND (pg.delivered_at IS NOT NULL OR pg.attempts = 0);
     -- The rollup follows the same retention: metrics never describe a window whose jobs are gone.
     DELETE FROM jobs.metric_minute AS m WHERE m.minute < date_trunc('minute', cutoff);
     RETURN total;
 END $$;
 COMMENT ON FUNCTION jobs.prune(interval, integer) IS
-    'Retention: delete done/failed jobs whose finished_at is older than older_than (at most max_jobs when given), in batches, and metric minutes older than the cutoff. A child is kept while its coordinator is. Their events go when jobs.drop_event_partitions drops their day partitions (those in jobs.event_default go here). Returns the number of jobs deleted.';
+    'Retention: delete done/failed jobs whose finished_at is older than older_than (at most max_jobs when given), in batches, metric minutes and pages older than the cutoff (an undelivered page a forwarder has tried is kept until delivered). A child is kept while its coordinator is. Their events go when jobs.drop_event_partitions drops their day partitions (those in jobs.event_default go here). Returns the number of jobs deleted.';
 REVOKE ALL ON FUNCTION jobs.prune(interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.prune(interval, integer) TO jobs_admin;
 COMMIT;

@@ -3,6 +3,7 @@
 -- requires: histogram_from
 -- requires: merge_metrics
 -- requires: job_type
+-- requires: page
 BEGIN;
 -- What a batch of transitions means for the metrics, recorded in the batch's own
 -- transaction (docs/observability.md): one upsert per batch and kind into this minute's
@@ -114,12 +115,21 @@ BEGIN
       FROM grouped AS g
      GROUP BY g.kind);
     PERFORM jobs.merge_metrics(added);
-    -- A dead letter pages someone (write contract): listeners hear it when this commits.
-    -- At most 300 ids per message, well under PostgreSQL's 8000-byte payload limit.
+    -- A dead letter pages someone, and the page cannot vanish: its row in jobs.page commits
+    -- with the failure (a rolled-back failure pages nobody), and the reapers' forwarders
+    -- deliver it at least once. The NOTIFY only wakes them sooner; at most 300 ids per
+    -- message, well under PostgreSQL's 8000-byte payload limit. Reading jobs.job sees the
+    -- calling statement's update: a volatile function takes a fresh snapshot per query.
     IF job_ids IS NOT NULL THEN
         dead := ARRAY(SELECT d.id FROM unnest(job_ids, reasons) AS d(id, reason)
                        WHERE d.reason IN ('exhausted', 'failed') AND d.id IS NOT NULL ORDER BY d.id);
         IF cardinality(dead) > 0 THEN
+            INSERT INTO jobs.page (job_id, kind, queue, error, reason, retry_count, max_retries, failed_at)
+            SELECT j.id, j.kind, j.queue, j.error, d.reason, j.retry_count, j.max_retries, coalesce(j.finished_at, now())
+              FROM unnest(job_ids, reasons) AS d(id, reason)
+              JOIN jobs.job AS j ON j.id = d.id
+             WHERE d.reason IN ('exhausted', 'failed')
+             ORDER BY j.id;
             PERFORM pg_notify('jobs_dead_lettered', json_build_object('ids', c.ids)::text)
                FROM (SELECT array_agg(u.id ORDER BY u.ord) AS ids
                        FROM unnest(dead) WITH ORDINALITY AS u(id, ord)
@@ -129,6 +139,6 @@ BEGIN
     RETURN cardinality(kinds);
 END $$;
 COMMENT ON FUNCTION jobs.tally(text[], text[], boolean[], double precision[], double precision[], double precision[], integer[], bigint[]) IS
-    'Internal: record a batch of transitions in jobs.metric_minute (counts, retry distribution, SLO, latency histograms) and announce dead letters on jobs_dead_lettered. Not granted to any role.';
+    'Internal: record a batch of transitions in jobs.metric_minute (counts, retry distribution, SLO, latency histograms) write a page (jobs.page) for every dead letter and wake the forwarders on jobs_dead_lettered. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.tally(text[], text[], boolean[], double precision[], double precision[], double precision[], integer[], bigint[]) FROM PUBLIC;
 COMMIT;

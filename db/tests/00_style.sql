@@ -78,6 +78,10 @@ INSERT INTO expected_fn VALUES
     ('jobs.list_jobs(text,jobs.status,bigint,integer,text,text)', 'setof jobs.job', '{kind,status,before_id,max_jobs,queue,ordering_key}', true),
     ('jobs.dead_letters(bigint[])', 'TABLE(id bigint, kind text, queue text, error text, retry_count integer, max_retries integer, reason text, finished_at timestamp with time zone)', '{job_ids,id,kind,queue,error,retry_count,max_retries,reason,finished_at}', true),
     ('jobs.tally(text[],text[],boolean[],double precision[],double precision[],double precision[],integer[],bigint[])', NULL, NULL, false),
+    ('jobs.claim_pages(integer,interval)', 'setof jobs.page', '{max_pages,hold}', true),
+    ('jobs.settle_pages(bigint[],text[],interval,interval)', 'integer', '{page_ids,errors,retry_base,retry_max}', true),
+    ('jobs.pages(boolean,integer)', 'setof jobs.page', '{undelivered_only,max_pages}', true),
+    ('jobs.page_backlog()', 'TABLE(undelivered bigint, failing bigint, oldest_at timestamp with time zone)', '{undelivered,failing,oldest_at}', true),
     ('jobs.histogram_from(integer[],integer[])', NULL, NULL, false),
     ('jobs.merge_metrics(jobs.metric_minute[])', NULL, NULL, false),
     ('jobs.schedule(text,text,text,jsonb,text,text,boolean)', 'jobs.schedule', '{name,cron,kind,payload,timezone,missed,enabled}', true),
@@ -305,7 +309,7 @@ SELECT set_eq($$ SELECT type_name FROM type_attrs
                   WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
                                           'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy', 'jobs.schedule',
                                           'jobs.queue_pause', 'jobs.queue_pause_log', 'jobs.kind_limit', 'jobs.kind_slot',
-                                          'jobs.event_retention', 'jobs.redis_settings') $$,
+                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page') $$,
               ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat', 'jobs.lease_grant'],
               'style: the standalone composite types are exactly lease, outcome, signal, heartbeat and lease_grant');
 

@@ -516,6 +516,30 @@ class Database:
         """Fold closed minutes' shards of the rollup (the reaper, every tick)."""
         return int(self._one(sql.COMPACT_METRICS, {"max_rows": max_rows})["folded"])
 
+    # -- dead-letter pages (docs/observability.md, "Dead letters") -------------------------
+    def claim_pages(self, max_pages: int, hold: float) -> list[dict]:
+        """Up to ``max_pages`` undelivered pages due now, held for ``hold`` seconds."""
+        return self._all(sql.CLAIM_PAGES, {"max_pages": max_pages, "hold": timedelta(seconds=hold)})
+
+    def settle_pages(self, outcomes: Sequence[tuple[int, str | None]], retry_base: float,
+                     retry_max: float) -> int:
+        """(page id, error or None for delivered) per claimed page; returns how many were
+        delivered."""
+        if not outcomes:
+            return 0
+        return int(self._one(sql.SETTLE_PAGES, {
+            "page_ids": [page_id for page_id, _ in outcomes],
+            "errors": [error for _, error in outcomes],
+            "retry_base": timedelta(seconds=retry_base),
+            "retry_max": timedelta(seconds=retry_max)})["delivered"])
+
+    def pages(self, undelivered_only: bool = True, max_pages: int = 100) -> list[dict]:
+        return self._all(sql.PAGES, {"undelivered_only": undelivered_only, "max_pages": max_pages})
+
+    def page_backlog(self) -> dict:
+        """{undelivered, failing, oldest_at} of the dead-letter pages."""
+        return self._one(sql.PAGE_BACKLOG)
+
     def dead_letters(self, job_ids: Sequence[int]) -> list[dict]:
         """Those of the jobs that are dead letters (failed, not cancelled), with their error."""
         if not job_ids:

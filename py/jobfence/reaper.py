@@ -38,7 +38,9 @@ class Reaper:
     def __init__(self, database_url: str, redis_url: str, *, interval: float = 5.0,
                  stale_after: float = 5.0, queues: Iterable[str] = (), batch: int = 1000,
                  dead_letter_webhook: str | None = None, retain: float | None = 7 * 86400.0,
-                 schedules: bool = True, listen_database_url: str | None = None):
+                 schedules: bool = True, listen_database_url: str | None = None,
+                 dead_letter_timeout: float = 5.0, dead_letter_retry_base: float = 1.0,
+                 dead_letter_retry_max: float = 300.0):
         self.interval = interval
         # Retention: terminal jobs older than this are pruned, a bounded slice at a time;
         # None keeps everything (an operator prunes by hand, `jobfence prune`).
@@ -61,7 +63,11 @@ class Reaper:
             # It LISTENs: behind a transaction pooler, on a direct URL of its own.
             self.dead_letters = DeadLetterForwarder(
                 listen_url(database_url, listen_database_url, "the dead-letter forwarder"),
-                self.db, dead_letter_webhook)
+                self.db, dead_letter_webhook, timeout=dead_letter_timeout,
+                retry_base=dead_letter_retry_base, retry_max=dead_letter_retry_max,
+                # Without a NOTIFY (none is kept while nobody listens), pages are looked
+                # for at every tick.
+                poll=max(interval, 0.1))
 
     def stop(self) -> None:
         self._stop.set()

@@ -193,6 +193,12 @@ COMPACT_METRICS = "SELECT jobs.compact_metrics(max_rows => %(max_rows)s) AS fold
 PRUNE = "SELECT jobs.prune(older_than => %(older_than)s, max_jobs => %(max_jobs)s::integer) AS pruned"
 DEAD_LETTERS = "SELECT * FROM jobs.dead_letters(job_ids => %(job_ids)b::bigint[])"
 LISTEN_DEAD_LETTERED = "LISTEN jobs_dead_lettered"
+CLAIM_PAGES = "SELECT * FROM jobs.claim_pages(max_pages => %(max_pages)s, hold => %(hold)s)"
+SETTLE_PAGES = """
+SELECT jobs.settle_pages(page_ids => %(page_ids)s::bigint[], errors => %(errors)s::text[],
+                         retry_base => %(retry_base)s, retry_max => %(retry_max)s) AS delivered"""
+PAGES = "SELECT * FROM jobs.pages(undelivered_only => %(undelivered_only)s, max_pages => %(max_pages)s)"
+PAGE_BACKLOG = "SELECT * FROM jobs.page_backlog()"
 
 # define_type's defaults belong to the SQL: only the options a task names are passed, so an
 # omitted one takes the server default instead of a copy of it kept here.

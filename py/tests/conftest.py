@@ -55,7 +55,7 @@ def database_url():
 def clean_db(database_url):
     """Empty job tables before each test; returns the database URL."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs.event, jobs.job, jobs.job_type, jobs.metric_minute, jobs.schedule, jobs.event_retention, jobs.queue_pause, jobs.queue_pause_log, jobs.kind_limit, jobs.kind_slot RESTART IDENTITY CASCADE")
+        conn.execute("TRUNCATE jobs.event, jobs.job, jobs.job_type, jobs.metric_minute, jobs.schedule, jobs.event_retention, jobs.queue_pause, jobs.queue_pause_log, jobs.kind_limit, jobs.kind_slot, jobs.page RESTART IDENTITY CASCADE")
     return database_url
 
 

@@ -16,6 +16,7 @@ from .retention import prune
 from .schedules import list_schedules, schedule, unschedule
 from .redrive import replay_many
 from .metrics import metrics
+from .pages import pages
 from .processes import reaper, relay, run, worker
 from .queues import pause, resume
 from .schema import db
@@ -56,5 +57,5 @@ def main(ctx: click.Context, database_url: str, read_database_url: str | None, r
 
 for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, list_jobs, demo,
                 prune, stats, top, metrics, audit, db, chaos, replay_many,
-                list_schedules, schedule, unschedule, pause, resume, grants):
+                list_schedules, schedule, unschedule, pause, resume, grants, pages):
     main.add_command(command)

@@ -147,8 +147,15 @@ def _serve(component) -> None:
 @click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100000))
 @click.option("--dead-letter-webhook", default=None, type=WEBHOOK_URL,
               envvar="JOBFENCE_DEAD_LETTER_WEBHOOK",
-              help="POST every dead letter (JSON) to this http(s) URL, retried "
+              help="POST a page for every dead letter (JSON, at least once, a stable "
+                   "Jobfence-Page-Id) to this http(s) URL, retried until delivered "
                    "[env JOBFENCE_DEAD_LETTER_WEBHOOK].")
+@click.option("--dead-letter-timeout", default=5.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds one POST of a page may take.")
+@click.option("--dead-letter-retry-base", default=1.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds before a failed page is retried; doubles per attempt.")
+@click.option("--dead-letter-retry-max", default=300.0, show_default=True, type=POSITIVE_SECONDS,
+              help="The longest wait between two attempts of a page.")
 @click.option("--retain", default=7 * 86400.0, show_default=True, type=POSITIVE_SECONDS,
               help="Prune done and failed jobs (with their history) finished longer ago than "
                    "this many seconds, --batch at a time.")
@@ -159,7 +166,8 @@ def _serve(component) -> None:
 @LISTEN_URL_OPTION
 @with_metrics_port
 @click.pass_context
-def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webhook, retain,
+def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webhook,
+           dead_letter_timeout, dead_letter_retry_base, dead_letter_retry_max, retain,
            no_retention, no_schedules, listen_database_url, metrics_port, metrics_host):
     """Reap expired leases, recover enqueue_failed, move due retries, re-push lost signals."""
     from ..reaper import Reaper
@@ -172,7 +180,9 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
     _serve_metrics(metrics_port, metrics_host, "reaper")
     _serve(Reaper(database_url_for(ctx, "reaper"), redis_url_for(ctx), interval=interval,
                   stale_after=stale_after, queues=queues_from(app_ref, queues), batch=batch,
-                  dead_letter_webhook=dead_letter_webhook,
+                  dead_letter_webhook=dead_letter_webhook, dead_letter_timeout=dead_letter_timeout,
+                  dead_letter_retry_base=dead_letter_retry_base,
+                  dead_letter_retry_max=dead_letter_retry_max,
                   retain=None if no_retention else retain, schedules=not no_schedules,
                   listen_database_url=listen_database_url))
 

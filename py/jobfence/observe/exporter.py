@@ -135,9 +135,9 @@ class JobfenceCollector:
         self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
 
     # -- reading ---------------------------------------------------------------------------
-    def read(self) -> tuple[list[dict], dict[float, list[dict]], dict[str, float]]:
+    def read(self) -> tuple[list[dict], dict[float, list[dict]], dict[str, float], dict]:
         """(queue_depth rows, metrics rows per window, kind -> timeout seconds for kinds
-        whose run_time_budget is NULL)."""
+        whose run_time_budget is NULL, the dead-letter page backlog)."""
         depth = self.db.queue_depth()
         by_window = {w: self.db.metrics(w) for w in self.windows}
         timeouts: dict[str, float] = {}
@@ -146,7 +146,7 @@ class JobfenceCollector:
                 seconds = _number((row or {}).get("timeout"))
                 if seconds is not None:
                     timeouts[kind] = seconds
-        return depth, by_window, timeouts
+        return depth, by_window, timeouts, self.db.page_backlog()
 
     def collect(self) -> Iterator:
         started = time.monotonic()
@@ -154,8 +154,8 @@ class JobfenceCollector:
         # time, so a slow server is not asked the same question twice over.
         with self._lock:
             try:
-                depth, by_window, timeouts = self.read()
-                families = list(self.families(depth, by_window, timeouts))
+                depth, by_window, timeouts, pages = self.read()
+                families = list(self.families(depth, by_window, timeouts, pages))
                 up = 1.0
             except Exception as exc:  # noqa: BLE001 - a scrape must answer, whatever failed
                 self.scrape_errors += 1
@@ -201,10 +201,24 @@ class JobfenceCollector:
 
     # -- rows -> metric families -----------------------------------------------------------
     def families(self, depth: Sequence[dict], by_window: dict[float, list[dict]],
-                 timeouts: dict[str, float]) -> Iterator:
+                 timeouts: dict[str, float], pages: dict | None = None) -> Iterator:
         yield from depth_families(depth)
         yield from window_families(by_window)
         yield from bound_families(by_window.get(self.window) or [], timeouts)
+        yield from page_families(pages)
+
+
+def page_families(backlog: dict | None) -> Iterator[GaugeMetricFamily]:
+    """The dead-letter pages not delivered yet: what JobfencePagesUndelivered pages on."""
+    backlog = backlog or {}
+    yield _gauge("jobfence_pages_undelivered", "dead-letter pages not delivered to the webhook "
+                 "yet (jobfence pages lists them)", [], [([], float(backlog.get("undelivered") or 0))])
+    yield _gauge("jobfence_pages_failing", "undelivered pages whose delivery was attempted "
+                 "and failed at least once", [], [([], float(backlog.get("failing") or 0))])
+    oldest = backlog.get("oldest_at")
+    age = max(0.0, time.time() - oldest.timestamp()) if oldest is not None else 0.0
+    yield _gauge("jobfence_pages_oldest_undelivered_age_seconds", "age of the oldest "
+                 "undelivered page (0 when none waits)", [], [([], age)])
 
 
 def _first_line(exc: BaseException) -> str:

@@ -58,8 +58,9 @@ REAPER_LAST_TICK = Gauge(
     registry=None)
 DEAD_LETTERS = Counter(
     "jobfence_reaper_dead_letters",
-    "dead letters the reaper's webhook forwarder handled, by outcome: forwarded (posted), "
-    "dropped (the webhook kept failing, or its backlog was full)", ["outcome"], registry=None)
+    "dead-letter page deliveries the reaper's webhook forwarder attempted, by outcome: "
+    "forwarded (a 2xx), failed (retried with backoff; a page is never dropped)", ["outcome"],
+    registry=None)
 UNCLAIMED = Counter(
     "jobfence_worker_unclaimed_ids",
     "popped ids a claim did not grant, by cause: not_claimable (a duplicate signal, a job "
@@ -88,7 +89,7 @@ for _error in ("db_unavailable", "redis_unavailable", "tick_failed"):
     REAPER_TICK_ERRORS.labels(_error)
 for _cause in ("not_claimable", "unknown", "other_queue"):
     UNCLAIMED.labels(_cause)
-for _outcome in ("forwarded", "dropped"):
+for _outcome in ("forwarded", "failed"):
     DEAD_LETTERS.labels(_outcome)
 
 _processing: dict[str, Any] = {}

@@ -1,0 +1,4 @@
+-- Revert jobfence:page from pg
+BEGIN;
+DROP TABLE jobs.page;
+COMMIT;

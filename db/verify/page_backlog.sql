@@ -1,0 +1,4 @@
+-- Verify jobfence:page_backlog on pg
+SELECT 1 / count(*) FROM pg_catalog.pg_proc
+ WHERE oid = 'jobs.page_backlog()'::regprocedure
+   AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];
