@@ -54,7 +54,7 @@ BEGIN
         WHEN slo_success IS NULL OR slo_success <= 0 OR slo_success >= 1 THEN 'slo_success must be in (0, 1), e.g. 0.999'
         WHEN max_backlog IS NULL OR max_backlog < 1 THEN 'max_backlog must be at least 1'
         WHEN run_time_budget <= interval '0' OR run_time_budget > interval '30 days' THEN
-            'run_time_budget must be NULL (the timeout) or a positive interval of at most 30 days'
+            'run_time_budget must be NULL (half the timeout) or a positive interval of at most 30 days'
         WHEN max_failure_rate IS NULL OR max_failure_rate < 0 OR max_failure_rate > 1 THEN
             'max_failure_rate must be in [0, 1]'
         WHEN priority IS NULL OR priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 (first) and 9'

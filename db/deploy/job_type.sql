@@ -16,7 +16,7 @@ CREATE TABLE jobs.job_type (
     -- live beside the objectives so every exporter and dashboard reads the same ones.
     slo_success       numeric NOT NULL DEFAULT 0.99,
     max_backlog       bigint NOT NULL DEFAULT 10000,
-    run_time_budget   interval,          -- NULL: the kind's timeout
+    run_time_budget   interval,          -- NULL: half the kind's timeout (jobs.metrics)
     max_failure_rate  numeric NOT NULL DEFAULT 0.05,
     -- Lower runs first; copied to each job at submit unless the submit names one.
     priority          smallint NOT NULL DEFAULT 0,

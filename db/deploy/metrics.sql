@@ -85,7 +85,7 @@ BEGIN
            s.succeeded::double precision / nullif(s.succeeded + s.dead_lettered, 0), t.slo_success,
            s.dead_lettered::double precision / nullif(s.succeeded + s.dead_lettered, 0),
            s.failed::double precision / nullif(s.succeeded + s.failed, 0),
-           t.max_backlog, date_part('epoch', coalesce(t.run_time_budget, t.timeout)), t.max_failure_rate
+           t.max_backlog, date_part('epoch', coalesce(t.run_time_budget, t.timeout / 2)), t.max_failure_rate
       FROM kinds AS k
       LEFT JOIN jobs.job_type AS t ON t.kind = k.kind
       LEFT JOIN sums AS s ON s.kind = k.kind

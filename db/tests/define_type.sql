@@ -116,7 +116,7 @@ SELECT is((SELECT count(*) FROM jobs.job_type WHERE kind = 'dt_bounds'), 0::bigi
 
 -- the success objective and the alert bounds (docs/observability.md).
 SELECT is((SELECT (slo_success, max_backlog, run_time_budget, max_failure_rate)::text FROM jobs.define_type('dt_obj')),
-          '(0.99,10000,,0.05)', 'define_type: slo_success 0.99, max_backlog 10000, run_time_budget NULL (the timeout), max_failure_rate 0.05 by default');
+          '(0.99,10000,,0.05)', 'define_type: slo_success 0.99, max_backlog 10000, run_time_budget NULL (half the timeout), max_failure_rate 0.05 by default');
 SELECT is((SELECT (slo_success, max_backlog, run_time_budget, max_failure_rate)::text
              FROM jobs.define_type('dt_obj', slo_success => 0.999, max_backlog => 5, run_time_budget => '2 seconds', max_failure_rate => 0)),
           '(0.999,5,00:00:02,0)', 'define_type: the objectives and bounds are stored as given');

@@ -126,8 +126,8 @@ SELECT is((SELECT ARRAY[submitted, succeeded] FROM jobs.metrics('1 hour') WHERE 
           'metrics: a declared kind without activity has a row of zeros');
 SELECT is((SELECT slo_attainment FROM jobs.metrics('1 hour') WHERE kind = 'tm.idle'), NULL,
           'metrics: and no attainment (nothing to divide)');
-SELECT is((SELECT run_time_budget FROM jobs.metrics('1 hour') WHERE kind = 'tm.idle'), 30::double precision,
-          'metrics: run_time_budget defaults to the kind''s timeout');
+SELECT is((SELECT run_time_budget FROM jobs.metrics('1 hour') WHERE kind = 'tm.idle'), 15::double precision,
+          'metrics: run_time_budget defaults to half the kind''s timeout, a bound a p95 can cross');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.metrics('0 seconds') $$), '22023 jobs.metrics hint=true', 'metrics: since 0 -> 22023');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.metrics(NULL) $$), '22023 jobs.metrics hint=true', 'metrics: since NULL -> 22023');
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.metrics('401 days') $$), '22023 jobs.metrics hint=true', 'metrics: since beyond 400 days -> 22023');

@@ -445,8 +445,9 @@ class Database:
         return {r["status"]: int(r["n"]) for r in self._all(sql.STATUS_COUNTS,
                                                              {"job_ids": list(job_ids)})}
 
-    def latencies(self, job_ids: Sequence[int]) -> list[float]:
-        return [r["seconds"] for r in self._all(sql.LATENCIES, {"job_ids": list(job_ids)})]
+    def latencies(self, job_ids: Sequence[int]) -> list[tuple[str, float]]:
+        """(kind, seconds from due to end) of those of the jobs that ended."""
+        return [(r["kind"], r["seconds"]) for r in self._all(sql.LATENCIES, {"job_ids": list(job_ids)})]
 
     def list_jobs(self, *, kind: str | None = None, status: str | None = None,
                   before_id: int | None = None, max_jobs: int = 100,

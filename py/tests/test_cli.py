@@ -107,6 +107,8 @@ def test_run_starts_the_stack_processes_jobs_and_stops_on_sigterm(declared, redi
         summary = json.loads(out.stdout)
         counts = summary["counts"]
         assert counts.get("done", 0) + counts.get("failed", 0) == 300
+        # The SLO line counts what the objective counts: ended jobs, from due, per kind.
+        assert summary["ended"] == 300 and 0.0 <= summary["within_slo"] <= 1.0
         lines = [json.loads(l) for l in open(tmp_path / "run.log") if l.startswith("{")]
         # The crash job killed a worker once; the supervisor started a new one.
         assert any(l.get("event") == "child_exited" for l in lines)

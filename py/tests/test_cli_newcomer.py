@@ -95,6 +95,7 @@ def test_demo_that_times_out_says_it_is_unfinished_and_claims_no_rate_for_unfini
     summary = json.loads(out.stdout)
     assert summary["finished"] is False and summary["terminal"] == 0
     assert summary["jobs_per_second"] == 0.0
+    assert summary["ended"] == 0 and summary["within_slo"] is None  # no job ended: no figure
     human = cli("demo", "--jobs", "5", "--crash", "0", "--timeout", "1")
     assert human.returncode == 8 and "unfinished: 0 of 5 jobs terminal" in human.stdout
 

@@ -173,8 +173,8 @@ def test_exporter_reports_a_known_workload(procs, client, declared):
     assert s.one("jobfence_kind_max_failure_ratio", kind="noop") == pytest.approx(0.25)
     assert s.one("jobfence_kind_slo_target_ratio", kind="noop") == pytest.approx(0.9)
     assert s.one("jobfence_kind_slo_success_target_ratio", kind="noop") == pytest.approx(0.999)
-    # Without a run_time_budget the kind's timeout is the bound.
-    assert s.one("jobfence_kind_run_time_budget_seconds", kind="flaky") == E2E_TYPE_OPTIONS["timeout"]
+    # Without a run_time_budget half the kind's timeout is the bound: one a p95 can cross.
+    assert s.one("jobfence_kind_run_time_budget_seconds", kind="flaky") == E2E_TYPE_OPTIONS["timeout"] / 2
     assert s.one("jobfence_kind_max_backlog", kind="flaky") == 10000
     assert s.one("jobfence_kind_slo_latency_seconds", kind="flaky") == 25
 
@@ -465,3 +465,52 @@ def test_burn_rate_and_window_labels():
     assert burn_rate(None, 0.99) is None
     assert burn_rate(0.5, 1) is None  # a target of 1 allows no miss: no finite rate
     assert not math.isnan(burn_rate(0.0, 0.5))
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (scripts/setup)")
+def test_a_kind_whose_p95_run_time_crosses_its_default_budget_fires_the_alert(
+        procs, client, declared, tmp_path):
+    """The default run_time_budget is half the timeout, a bound a p95 can cross (the timeout
+    itself stops attempts). Jobs that run 1.3 s under a 2 s timeout cross it: the values the
+    exporter scrapes, held for the rule's `for`, fire the shipped JobfenceRunTimeOverBudget."""
+    import yaml
+
+    from jobfence.db import Database
+
+    procs.worker("w1")  # it declares its kinds: the 2 s timeout comes after
+    db = Database(declared, max_size=1, open_timeout=10)
+    try:
+        db.define_type("sleep", **{**E2E_TYPE_OPTIONS, "timeout": 2.0})
+    finally:
+        db.close()
+    ids = [client.submit("sleep", {"seconds": 1.3}) for _ in range(6)]
+    wait_until(lambda: _terminal_count(declared, ids) == len(ids), 30, what="the slow jobs ended")
+    _exporter, port = start_exporter(procs)
+    s = scrape(port)
+    budget = s.one("jobfence_kind_run_time_budget_seconds", kind="sleep")
+    p95 = s.one("jobfence_window_run_seconds", kind="sleep", window="5m", quantile="0.95")
+    assert budget == 1.0 and p95 > budget, (budget, p95)
+
+    # The shipped rule, its annotations left out (promtool compares them verbatim).
+    shipped = yaml.safe_load(ALERTS.read_text())
+    rule = next(r for g in shipped["groups"] for r in g["rules"]
+                if r.get("alert") == "JobfenceRunTimeOverBudget")
+    rule = {k: v for k, v in rule.items() if k != "annotations"}
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "run time", "rules": [rule]}]}))
+    labels = 'job="jobfence", instance="e", kind="sleep", queue="default"'
+    cases = tmp_path / "cases.yml"
+    cases.write_text(yaml.safe_dump({
+        "rule_files": [str(rules)], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": [
+            {"series": f'jobfence_window_run_seconds{{{labels}, window="5m", quantile="0.95"}}',
+             "values": f"{p95!r}x10"},
+            {"series": f"jobfence_kind_run_time_budget_seconds{{{labels}}}", "values": f"{budget!r}x10"}],
+            "alert_rule_test": [
+                {"eval_time": "4m", "alertname": "JobfenceRunTimeOverBudget", "exp_alerts": []},
+                {"eval_time": "6m", "alertname": "JobfenceRunTimeOverBudget", "exp_alerts": [
+                    {"exp_labels": {"severity": "warning", "job": "jobfence", "instance": "e",
+                                    "kind": "sleep", "queue": "default"}}]}]}]}))
+    done = subprocess.run(["promtool", "test", "rules", str(cases)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -86,7 +86,7 @@ def test_stats_json_reports_queue_depth_and_metrics(work, jobfence):
             probe["dead_lettered"]) == (3, 2, 1, 1, 1)
     assert probe["success_rate"] == 0.5 and probe["slo_attainment"] == 1.0
     # numeric and interval columns come out as JSON numbers, not strings.
-    assert probe["slo_target"] == 0.95 and probe["run_time_budget"] == 10.0
+    assert probe["slo_target"] == 0.95 and probe["run_time_budget"] == 5.0  # half the timeout
     assert isinstance(probe["run_p95"], float) and probe["run_p95"] > 0
     assert probe["window_seconds"] > 0 and probe["window_start"].startswith("20")
     assert (other["submitted"], other["succeeded"], other["failed"]) == (3, 1, 0)
@@ -109,9 +109,9 @@ def test_stats_table_shows_kinds_counts_and_breaches(work, jobfence):
     assert re.search(r"^kinds over the last 2m00s \(whole minutes from ", text, re.M), text
     # kind, submitted, succeeded, failed, dead, ok/s, run p95/budget, latency p95/slo,
     # slo met/target, budget left, success; ! marks what is out of bounds.
-    assert re.search(r"^probe\s+3\s+1\s+1!\s+1!\s+\S+\s+\S+/10s\s+\S+/25s\s+100\.0%/95%\s+100\.0%"
+    assert re.search(r"^probe\s+3\s+1\s+1!\s+1!\s+\S+\s+\S+/5s\s+\S+/25s\s+100\.0%/95%\s+100\.0%"
                      r"\s+50\.0%!$", text, re.M), text
-    assert re.search(r"^other\s+3\s+1\s+0\s+0\s+\S+\s+\S+/30s\s+\S+/1ms!\s+0\.0%/95%!\s+-\S+%!"
+    assert re.search(r"^other\s+3\s+1\s+0\s+0\s+\S+\s+\S+/15s\s+\S+/1ms!\s+0\.0%/95%!\s+-\S+%!"
                      r"\s+100\.0%$", text, re.M), text
     assert "! outside its objective or alert bound" in text
 
@@ -262,7 +262,7 @@ def tmux(clean_db, tmp_path):
 TOP = f"{shlex.quote(sys.executable)} -m jobfence top --interval 0.3"
 PROBE_ROW = r"^\s*default\s+probe\s+{backlog}\s+{backlog}\s+0\s+0\s+0\s+0\s+0\s"
 # kind, backlog, in flight, in/s, ok/s, failed/s, dead, run p95/budget
-PROBE_KIND = r"^\s*probe\s+{backlog}\s+0\s+\S+\s+\S+\s+\S+\s+1\s+\S+/10s\s"
+PROBE_KIND = r"^\s*probe\s+{backlog}\s+0\s+\S+\s+\S+\s+\S+\s+1\s+\S+/5s\s"
 
 
 def test_top_shows_live_figures_and_quits_on_q(work, conn, tmux):

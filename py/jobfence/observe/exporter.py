@@ -81,7 +81,7 @@ BOUNDS = (
     ("slo_success_target", "slo_success_target_ratio", "share of ended jobs that must succeed"),
     ("max_backlog", "max_backlog", "alert bound on the kind's backlog (queued jobs)"),
     ("run_time_budget", "run_time_budget_seconds",
-     "alert bound on the p95 run time (the kind's timeout when not set)"),
+     "alert bound on the p95 run time (half the kind's timeout when not set)"),
     ("max_failure_rate", "max_failure_ratio", "alert bound on failure_ratio"),
 )
 
@@ -135,18 +135,11 @@ class JobfenceCollector:
         self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
 
     # -- reading ---------------------------------------------------------------------------
-    def read(self) -> tuple[list[dict], dict[float, list[dict]], dict[str, float], dict]:
-        """(queue_depth rows, metrics rows per window, kind -> timeout seconds for kinds
-        whose run_time_budget is NULL, the dead-letter page backlog)."""
+    def read(self) -> tuple[list[dict], dict[float, list[dict]], dict]:
+        """(queue_depth rows, metrics rows per window, the dead-letter page backlog)."""
         depth = self.db.queue_depth()
         by_window = {w: self.db.metrics(w) for w in self.windows}
-        timeouts: dict[str, float] = {}
-        if any(r.get("run_time_budget") is None for r in by_window[self.window]):
-            for kind, row in self.db.types().items():
-                seconds = _number((row or {}).get("timeout"))
-                if seconds is not None:
-                    timeouts[kind] = seconds
-        return depth, by_window, timeouts, self.db.page_backlog()
+        return depth, by_window, self.db.page_backlog()
 
     def collect(self) -> Iterator:
         started = time.monotonic()
@@ -154,8 +147,8 @@ class JobfenceCollector:
         # time, so a slow server is not asked the same question twice over.
         with self._lock:
             try:
-                depth, by_window, timeouts, pages = self.read()
-                families = list(self.families(depth, by_window, timeouts, pages))
+                depth, by_window, pages = self.read()
+                families = list(self.families(depth, by_window, pages))
                 up = 1.0
             except Exception as exc:  # noqa: BLE001 - a scrape must answer, whatever failed
                 self.scrape_errors += 1
@@ -201,10 +194,10 @@ class JobfenceCollector:
 
     # -- rows -> metric families -----------------------------------------------------------
     def families(self, depth: Sequence[dict], by_window: dict[float, list[dict]],
-                 timeouts: dict[str, float], pages: dict | None = None) -> Iterator:
+                 pages: dict | None = None) -> Iterator:
         yield from depth_families(depth)
         yield from window_families(by_window)
-        yield from bound_families(by_window.get(self.window) or [], timeouts)
+        yield from bound_families(by_window.get(self.window) or [])
         yield from page_families(pages)
 
 
@@ -306,17 +299,16 @@ def window_families(by_window: dict[float, list[dict]]) -> Iterator[GaugeMetricF
     yield success_burn
 
 
-def bound_families(rows: Sequence[dict], timeouts: dict[str, float]) -> Iterator:
+def bound_families(rows: Sequence[dict]) -> Iterator:
+    """The kinds' bounds as jobs.metrics states them (a NULL run_time_budget is already
+    half the timeout there: one rule, in SQL)."""
     families = {column: GaugeMetricFamily(f"jobfence_kind_{name}", doc,
                                           labels=["kind", "queue"])
                 for column, name, doc in BOUNDS}
     for row in rows:
-        kind = str(row["kind"])
-        key = [kind, str(row.get("queue") or "")]
+        key = [str(row["kind"]), str(row.get("queue") or "")]
         for column, _name, _doc in BOUNDS:
             value = _number(row.get(column))
-            if value is None and column == "run_time_budget":
-                value = timeouts.get(kind)
             if value is not None:
                 families[column].add_metric(key, value)
     yield from families.values()
