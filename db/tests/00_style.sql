@@ -81,6 +81,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.claim_pages(integer,interval)', 'setof jobs.page', '{max_pages,hold}', true),
     ('jobs.settle_pages(bigint[],text[],interval,interval)', 'integer', '{page_ids,errors,retry_base,retry_max}', true),
     ('jobs.pages(boolean,integer)', 'setof jobs.page', '{undelivered_only,max_pages}', true),
+    ('jobs.repeat_differences(jsonb)', 'TABLE(pos integer, idempotency_key text, job_id bigint, differs text[])', '{specs,pos,idempotency_key,job_id,differs}', true),
     ('jobs.page_backlog()', 'TABLE(undelivered bigint, failing bigint, oldest_at timestamp with time zone)', '{undelivered,failing,oldest_at}', true),
     ('jobs.histogram_from(integer[],integer[])', NULL, NULL, false),
     ('jobs.merge_metrics(jobs.metric_minute[])', NULL, NULL, false),

@@ -26,7 +26,7 @@ from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
 from .db import connect_kwargs, sat_idle, stamp_returned
-from .errors import translate
+from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
 from .transport import fill_pipeline
 
@@ -99,6 +99,36 @@ class AsyncClient:
             finally:
                 stamp_returned(conn)
 
+    async def _submitted(self, query, params, row_factory, created, compare) -> list:
+        """A submit; with ``compare`` (the specs as the caller means them), a repeated key
+        whose request differs from its job raises IdempotencyKeyReused and the whole submit
+        is rolled back. ``created(rows)`` says, per spec, whether its job was created."""
+        if compare is None:
+            return await self._all(query, params, row_factory)
+        async with self.connection() as conn:
+            try:
+                async with conn.transaction():
+                    async with conn.cursor(row_factory=row_factory) as cur:
+                        await cur.execute(query, params)
+                        found = await cur.fetchall()
+                    repeats = [(i, spec) for i, (spec, new) in
+                               enumerate(zip(compare, created(found))) if not new]
+                    if repeats:
+                        async with conn.cursor(row_factory=dict_row) as cur:
+                            await cur.execute(sql.REPEAT_DIFFERENCES, {"specs": Jsonb(
+                                [Client._normalise(spec) for _, spec in repeats])})
+                            differing = await cur.fetchall()
+                        if differing:
+                            for d in differing:  # positions in the caller's specs
+                                d["pos"] = repeats[d["pos"]][0]
+                            raise IdempotencyKeyReused(differing)
+                    return found
+            except psycopg.Error as exc:
+                mapped = translate(exc)
+                if mapped is exc:
+                    raise
+                raise mapped from None
+
     async def _all(self, query, params, row_factory=dict_row) -> list:
         async with self.connection() as conn:
             try:
@@ -130,35 +160,44 @@ class AsyncClient:
 
     async def submit_job(self, kind: str, payload: Any = None, *,
                          idempotency_key: str | None = None, run_after: datetime | None = None,
-                         ordering_key: str | None = None,
-                         priority: int | None = None) -> tuple[Submitted, bool]:
-        """``submit`` answering (the job, whether its signal reached Redis)."""
-        found = await self._all(sql.SUBMIT_CREATED, {
+                         ordering_key: str | None = None, priority: int | None = None,
+                         compare: dict | None = None) -> tuple[Submitted, bool]:
+        """``submit`` answering (the job, whether its signal reached Redis). ``compare``: the
+        spec to hold a repeated key's job to (see ``_submitted``)."""
+        found = await self._submitted(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "priority": priority}, rows.JOB)
+            "ordering_key": ordering_key, "priority": priority}, rows.JOB,
+            lambda got: [s.created for s in _with_created(got)],
+            None if compare is None or idempotency_key is None else [compare])
         submitted = _with_created(found)
         enqueued = await self._signal([s.job for s in submitted])
         return _parked(submitted, enqueued)[0], enqueued
 
-    async def submit_jobs(self, specs: Sequence[dict | tuple]) -> tuple[list[Submitted], bool]:
+    async def submit_jobs(self, specs: Sequence[dict | tuple],
+                          compare: Sequence[dict] | None = None) -> tuple[list[Submitted], bool]:
         """``submit_many`` (all or nothing) answering the rows in spec order. Each job holds
         the columns a submit is answered and signalled with (id, kind, queue, status,
-        run_after, priority, pending_children); the others keep their defaults."""
-        found = await self._all(sql.SUBMIT_MANY_CREATED,
-                                {"specs": Jsonb([Client._normalise(s) for s in specs])}, tuple_row)
+        run_after, priority, pending_children); the others keep their defaults. ``compare``:
+        per spec, what a repeated key's job is held to (see ``_submitted``)."""
+        found = await self._submitted(sql.SUBMIT_MANY_CREATED,
+                                      {"specs": Jsonb([Client._normalise(s) for s in specs])},
+                                      tuple_row, lambda got: [row[-1] for row in got], compare)
         submitted = [Submitted(rows.Job(id=i, kind=kind, queue=queue, status=status, run_after=due,
                                         priority=priority, pending_children=waiting), created)
                      for i, kind, queue, status, due, priority, waiting, created in found]
         enqueued = await self._signal([s.job for s in submitted])
         return _parked(submitted, enqueued), enqueued
 
-    async def fan_out_jobs(self, children: Sequence[dict | tuple], then: dict | tuple
-                           ) -> tuple[Submitted, list[rows.Job], bool]:
-        """``fan_out``: (the coordinator, its children, whether their signals were pushed)."""
-        (coordinator,) = _with_created(await self._all(sql.FAN_OUT_CREATED, {
+    async def fan_out_jobs(self, children: Sequence[dict | tuple], then: dict | tuple,
+                           compare: dict | None = None) -> tuple[Submitted, list[rows.Job], bool]:
+        """``fan_out``: (the coordinator, its children, whether their signals were pushed).
+        ``compare``: what a repeated coordinator key's job is held to (see ``_submitted``)."""
+        (coordinator,) = _with_created(await self._submitted(sql.FAN_OUT_CREATED, {
             "children": Jsonb([Client._normalise(c) for c in children]),
-            "then_spec": Jsonb(Client._normalise(then))}, rows.JOB))
+            "then_spec": Jsonb(Client._normalise(then))}, rows.JOB,
+            lambda got: [s.created for s in _with_created(got)],
+            None if compare is None else [compare]))
         # As Client.fan_out: the children's ids are only known by reading them back.
         kids = _with_created(await self._all(sql.CHILDREN, {"job_id": coordinator.job.id},
                                              rows.JOB))

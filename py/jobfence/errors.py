@@ -73,6 +73,23 @@ class NumberOutOfRange(InvalidParameter):
     name = "numeric_value_out_of_range"
 
 
+class IdempotencyKeyReused(JobfenceError):
+    """A repeated idempotency key whose request differs from the job that holds the key
+    (jobs.repeat_differences). Raised only by callers that ask for the check (the HTTP API,
+    422); nothing was written."""
+
+    name = "idempotency_key_reused"
+
+    def __init__(self, differences: list[dict]):
+        first = differences[0]
+        super().__init__(
+            f"Idempotency-Key {first['idempotency_key']!r} is already used by job "
+            f"{first['job_id']}, submitted with a different {', '.join(first['differs'])}",
+            hint="Repeat the original request unchanged to get that job, or send a new key "
+                 "for a new job.")
+        self.differences = differences
+
+
 REGISTRY: dict[str, type[JobfenceError]] = {
     cls.sqlstate: cls
     for cls in (LeaseLost, JobNotFound, IllegalTransition, PayloadTooLarge, UnknownKind,

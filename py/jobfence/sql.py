@@ -200,6 +200,7 @@ SELECT jobs.settle_pages(page_ids => %(page_ids)s::bigint[], errors => %(errors)
                          retry_base => %(retry_base)s, retry_max => %(retry_max)s) AS delivered"""
 PAGES = "SELECT * FROM jobs.pages(undelivered_only => %(undelivered_only)s, max_pages => %(max_pages)s)"
 PAGE_BACKLOG = "SELECT * FROM jobs.page_backlog()"
+REPEAT_DIFFERENCES = "SELECT * FROM jobs.repeat_differences(specs => %(specs)s)"
 
 # define_type's defaults belong to the SQL: only the options a task names are passed, so an
 # omitted one takes the server default instead of a copy of it kept here.

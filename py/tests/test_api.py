@@ -86,9 +86,13 @@ def _epoch(iso: str) -> float:
 
 
 def test_a_repeated_idempotency_key_returns_the_existing_job_with_200(api, declared):
-    first = api.post("/jobs", {"kind": "noop", "payload": {"invoice": 42}},
+    first = api.post("/jobs", {"kind": "noop", "payload": {"invoice": 42, "lines": [1, 2]},
+                               "run_after": 30, "ordering_key": "acct:1"},
                      headers={"Idempotency-Key": "invoice:42"})
-    again = api.post("/jobs", {"kind": "noop", "payload": {"other": True}},
+    # The same request again (a relative run_after is another instant: not compared; key
+    # order in the payload does not matter).
+    again = api.post("/jobs", {"kind": "noop", "payload": {"lines": [1, 2], "invoice": 42},
+                               "run_after": 31, "ordering_key": "acct:1"},
                      headers={"Idempotency-Key": "invoice:42"})
     assert first.status == 202 and again.status == 200, (first.raw, again.raw)
     assert first.data["created"] is True and again.data["created"] is False
@@ -96,9 +100,45 @@ def test_a_repeated_idempotency_key_returns_the_existing_job_with_200(api, decla
     same = {k: v for k, v in first.data.items() if k != "created"}
     assert {k: v for k, v in again.data.items() if k != "created"} == same
     assert job_rows(declared) == 1
-    # The key wins: the repeat's different payload changed nothing (docs/http.md).
+
+
+def test_a_repeated_idempotency_key_with_another_request_is_a_422_and_changes_nothing(api, declared):
+    """The IETF Idempotency-Key draft: a key reused with a different request is a 422 naming
+    the key; the stored job is untouched, and in a batch nothing of the batch is written."""
+    first = api.post("/jobs", {"kind": "noop", "payload": {"invoice": 42},
+                               "run_after": "2031-01-02T03:04:05Z"},
+                     headers={"Idempotency-Key": "invoice:42"})
+    assert first.status == 202, first.raw
+    for body, differs in (({"kind": "noop", "payload": {"invoice": 43}, "run_after": "2031-01-02T03:04:05Z"}, ["payload"]),
+                          ({"kind": "noop", "payload": {"invoice": 42}, "run_after": "2032-01-02T03:04:05Z"}, ["run_after"]),
+                          ({"kind": "noop", "payload": {"invoice": 42}, "run_after": "2031-01-02T03:04:05Z",
+                            "ordering_key": "acct:9", "priority": 7}, ["ordering_key", "priority"])):
+        problem = assert_problem(api.post("/jobs", body, headers={"Idempotency-Key": "invoice:42"}),
+                                 422, "idempotency_key_reused")
+        assert "'invoice:42'" in problem["detail"] and str(first.data["id"]) in problem["detail"]
+        assert problem["differences"] == [{"index": 0, "idempotency_key": "invoice:42",
+                                           "job_id": first.data["id"], "differs": differs}]
     stored = api.get(f"/jobs/{first.data['id']}").data
-    assert stored["idempotency_key"] == "invoice:42" and stored["payload"] == {"invoice": 42}
+    assert stored["payload"] == {"invoice": 42} and stored["ordering_key"] is None
+    # A batch: the new spec beside the mismatched repeat is not written either.
+    batch = api.post("/jobs/batch", {"jobs": [
+        {"kind": "noop", "idempotency_key": "fresh:1"},
+        {"kind": "noop", "idempotency_key": "invoice:42", "payload": {"invoice": 44}}]})
+    problem = assert_problem(batch, 422, "idempotency_key_reused")
+    assert problem["differences"][0]["index"] == 1
+    assert job_rows(declared) == 1
+    # An identical repeat in a batch still answers the original job.
+    ok = api.post("/jobs/batch", {"jobs": [{"kind": "noop", "idempotency_key": "invoice:42",
+                                            "payload": {"invoice": 42},
+                                            "run_after": "2031-01-02T03:04:05Z"}]})
+    assert ok.status == 202 and ok.data["jobs"][0]["id"] == first.data["id"], ok.raw
+    # A fan-out whose coordinator key is reused with another payload.
+    family = {"children": [{"kind": "noop"}], "then": {"kind": "noop", "payload": {"album": 7},
+                                                       "idempotency_key": "album:7"}}
+    assert api.post("/jobs/fan-out", family).status == 202
+    family["then"]["payload"] = {"album": 8}
+    assert_problem(api.post("/jobs/fan-out", family), 422, "idempotency_key_reused")
+    assert job_rows(declared) == 3
 
 
 def test_redis_down_still_answers_202_then_the_reaper_signals_and_a_worker_finishes(procs, declared):
@@ -165,8 +205,10 @@ def test_fan_out_answers_the_coordinator_and_its_children(api, procs, declared):
     assert body["created"] is True and body["enqueued"] is True
     assert len(body["children"]) == 3
     assert all(c["id"] > coordinator for c in body["children"])
+    # The coordinator's spec decides a repeat (its children are the stored job's).
     again = api.post("/jobs/fan-out", {"children": [{"kind": "noop"}],
-                                       "then": {"kind": "noop", "idempotency_key": "album:7"}})
+                                       "then": {"kind": "noop", "payload": {"album": 7},
+                                                "idempotency_key": "album:7"}})
     assert again.status == 200 and again.data["id"] == coordinator
     assert again.data["created"] is False
     children = api.get(f"/jobs/{coordinator}/children").data["children"]

@@ -20,8 +20,8 @@ from starlette.responses import Response
 
 from .. import log as jlog
 from .. import redact
-from ..errors import (IllegalTransition, InvalidParameter, JobfenceError, JobNotFound, LeaseLost,
-                      PayloadTooLarge, UnknownKind)
+from ..errors import (IdempotencyKeyReused, IllegalTransition, InvalidParameter, JobfenceError,
+                      JobNotFound, LeaseLost, PayloadTooLarge, UnknownKind)
 
 logger = logging.getLogger("jobfence.api")
 
@@ -31,6 +31,7 @@ TYPE_PREFIX = "urn:jobfence:problem:"
 # SQLSTATE registry class -> HTTP status (docs/http.md, "Errors").
 STATUS_OF = {
     UnknownKind: 422,
+    IdempotencyKeyReused: 422,
     PayloadTooLarge: 413,
     JobNotFound: 404,
     IllegalTransition: 409,
@@ -106,6 +107,10 @@ def from_jobfence(exc: JobfenceError) -> Response:
     detail = exc.message
     if isinstance(exc, PayloadTooLarge):
         detail = f"{detail}. {PAYLOAD_ADVICE}"
+    if isinstance(exc, IdempotencyKeyReused):
+        return problem(status, exc.name, detail, hint=exc.hint, differences=[
+            {"index": d["pos"], "idempotency_key": d["idempotency_key"], "job_id": d["job_id"],
+             "differs": list(d["differs"])} for d in exc.differences])
     return problem(status, exc.name, detail, sqlstate=exc.sqlstate, hint=exc.hint)
 
 

@@ -45,7 +45,7 @@ def _problems(*codes: int) -> dict:
                  413: "body over the cap, or payload over the kind's limit (JB004)",
                  415: "Content-Type missing or not application/json (UTF-8): required on "
                       "every POST, PUT and DELETE, even without a body",
-                 422: "unknown kind (JB005)", 503: "PostgreSQL does not answer"}
+                 422: "unknown kind (JB005), or an idempotency key repeated with a different request", 503: "PostgreSQL does not answer"}
     return {code: {"model": s.Problem, "description": described[code]} for code in codes}
 
 
@@ -106,12 +106,15 @@ SUBMIT_ERRORS = _problems(400, 401, 403, 413, 415, 422, 503)
 async def submit_job(request: Request, spec: s.JobSpec,
                      _idempotency_key: Optional[str] = Header(
                          None, alias="Idempotency-Key",
-                         description="Unique per kind; a repeat returns the existing job "
-                                     "(whatever its payload). UTF-8."),
+                         description="Unique per kind; an identical repeat returns the existing "
+                                     "job (200), one whose payload, run_after, ordering_key or "
+                                     "priority differ is a 422. UTF-8."),
                      _scope=producer):
+    key = header_text(request, "Idempotency-Key")
     submitted, _pushed = await _client(request).submit_job(
-        spec.kind, spec.payload, idempotency_key=header_text(request, "Idempotency-Key"),
-        run_after=spec.run_after, ordering_key=spec.ordering_key, priority=spec.priority)
+        spec.kind, spec.payload, idempotency_key=key,
+        run_after=spec.run_after, ordering_key=spec.ordering_key, priority=spec.priority,
+        compare=spec.compared(key))
     job = submitted.job
     _noted(request, [job] if submitted.created else [])
     return Json(_accepted(job, submitted.created),
@@ -124,7 +127,8 @@ async def submit_job(request: Request, spec: s.JobSpec,
              responses={202: {"model": s.BatchAccepted, "description": "Committed, in input "
                               "order."}, **SUBMIT_ERRORS})
 async def submit_batch(request: Request, batch: s.BatchRequest, _scope=producer):
-    submitted, _pushed = await _client(request).submit_jobs([j.spec() for j in batch.jobs])
+    submitted, _pushed = await _client(request).submit_jobs(
+        [j.spec() for j in batch.jobs], compare=[j.compared() for j in batch.jobs])
     _noted(request, [x.job for x in submitted if x.created])
     parked = _parked_ids(x.job for x in submitted)
     body = {"jobs": [brief(x.job, x.created) for x in submitted], "enqueued": not parked}
@@ -140,7 +144,7 @@ async def submit_batch(request: Request, batch: s.BatchRequest, _scope=producer)
                               "(the coordinator's key exists)."}, **SUBMIT_ERRORS})
 async def fan_out(request: Request, family: s.FanOutRequest, _scope=producer):
     coordinator, children, _pushed = await _client(request).fan_out_jobs(
-        [c.spec() for c in family.children], family.then.spec())
+        [c.spec() for c in family.children], family.then.spec(), compare=family.then.compared())
     _noted(request, [coordinator.job] + children if coordinator.created else [])
     body = _accepted(coordinator.job, coordinator.created)
     # The coordinator of a family is queued, waiting for its children, and needs no signal

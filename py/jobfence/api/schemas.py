@@ -16,6 +16,11 @@ MAX_OFFSET_SECONDS = 100 * 365 * 86400
 Status = Literal["queued", "processing", "done", "failed", "enqueue_failed"]
 
 
+class FromNow(datetime):
+    """A run_after given as seconds from now: a repeat of the request means another instant,
+    so it is not held against a repeated key's job (jobs.repeat_differences)."""
+
+
 def _when(value: Union[int, float, str]) -> datetime:
     if isinstance(value, str):
         try:
@@ -27,7 +32,8 @@ def _when(value: Union[int, float, str]) -> datetime:
     seconds = float(value)
     if not math.isfinite(seconds) or abs(seconds) > MAX_OFFSET_SECONDS:
         raise ValueError("run_after seconds must be finite and within 100 years")
-    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    return FromNow.fromtimestamp((datetime.now(timezone.utc) + timedelta(seconds=seconds)).timestamp(),
+                                 timezone.utc)
 
 
 RunAfter = Annotated[
@@ -64,6 +70,13 @@ class JobSpec(BaseModel):
             out["idempotency_key"] = idempotency_key
         return out
 
+    def compared(self, idempotency_key: str | None = None) -> dict:
+        """The spec a repeated key's job is held to: a relative run_after is left out."""
+        out = self.spec(idempotency_key)
+        if isinstance(self.run_after, FromNow):
+            out.pop("run_after")
+        return out
+
 
 class BatchSpec(JobSpec):
     """A job of a batch or a fan-out: its idempotency key is part of the spec."""
@@ -73,6 +86,9 @@ class BatchSpec(JobSpec):
 
     def spec(self, idempotency_key: str | None = None) -> dict:
         return super().spec(self.idempotency_key)
+
+    def compared(self, idempotency_key: str | None = None) -> dict:
+        return super().compared(self.idempotency_key)
 
 
 class BatchRequest(BaseModel):
