@@ -20,7 +20,8 @@ CREATE OR REPLACE FUNCTION jobs.define_type(
     priority          integer DEFAULT 0,
     max_running       integer DEFAULT NULL,
     rate_limit        integer DEFAULT NULL,
-    rate_period       interval DEFAULT NULL)
+    rate_period       interval DEFAULT NULL,
+    on_dead           text DEFAULT NULL)
 RETURNS jobs.job_type
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -64,6 +65,10 @@ BEGIN
         WHEN rate_limit < 1 THEN 'rate_limit must be NULL (unlimited) or at least 1'
         WHEN rate_period < interval '1 millisecond' OR rate_period > interval '30 days' THEN
             'rate_period must be an interval from 1 millisecond to 30 days'
+        -- Declared first, so a dead letter never meets a compensating kind that is missing.
+        WHEN on_dead = kind THEN 'on_dead must name another kind than the one it compensates'
+        WHEN on_dead IS NOT NULL AND NOT EXISTS (SELECT 1 FROM jobs.job_type AS c WHERE c.kind = define_type.on_dead) THEN
+            format('on_dead names kind %s, which is not declared: declare the compensating kind first', quote_literal(on_dead))
     END;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION 'jobs.define_type: %', problem
@@ -74,13 +79,13 @@ BEGIN
     INSERT INTO jobs.job_type AS t (kind, queue, lease_timeout, timeout, max_retries, backoff_base,
                                     backoff_max, max_payload_bytes, slo_latency, slo_target,
                                     slo_success, max_backlog, run_time_budget, max_failure_rate,
-                                    priority, max_running, rate_limit, rate_period)
+                                    priority, max_running, rate_limit, rate_period, on_dead)
     VALUES (define_type.kind, define_type.queue, define_type.lease_timeout, define_type.timeout,
             define_type.max_retries, define_type.backoff_base, define_type.backoff_max,
             define_type.max_payload_bytes, define_type.slo_latency, define_type.slo_target,
             define_type.slo_success, define_type.max_backlog, define_type.run_time_budget,
             define_type.max_failure_rate, define_type.priority, define_type.max_running,
-            define_type.rate_limit, define_type.rate_period)
+            define_type.rate_limit, define_type.rate_period, define_type.on_dead)
     ON CONFLICT ON CONSTRAINT job_type_pkey DO UPDATE
        SET queue = excluded.queue, lease_timeout = excluded.lease_timeout, timeout = excluded.timeout,
            max_retries = excluded.max_retries, backoff_base = excluded.backoff_base,
@@ -90,7 +95,7 @@ BEGIN
            run_time_budget = excluded.run_time_budget, max_failure_rate = excluded.max_failure_rate,
            priority = excluded.priority, max_running = excluded.max_running,
            rate_limit = excluded.rate_limit, rate_period = excluded.rate_period,
-           updated_at = now()
+           on_dead = excluded.on_dead, updated_at = now()
     RETURNING * INTO defined;
 
     -- The claim path reads jobs.kind_limit only: a row there is what makes a kind limited,
@@ -118,8 +123,8 @@ BEGIN
     END IF;
     RETURN defined;
 END $$;
-COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval) IS
-    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success), alert bounds (backlog, run-time budget, failure rate), default priority (0..9, lower first) and global claim limits (max_running, rate_limit per rate_period; NULL unlimited). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
-REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval) TO jobs_admin;
+COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text) IS
+    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success), alert bounds (backlog, run-time budget, failure rate), default priority (0..9, lower first) global claim limits (max_running, rate_limit per rate_period; NULL unlimited) and the compensating kind submitted when a job dead-letters (on_dead). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
+REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text) TO jobs_admin;
 COMMIT;

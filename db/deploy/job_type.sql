@@ -25,6 +25,9 @@ CREATE TABLE jobs.job_type (
     max_running       integer,
     rate_limit        integer,
     rate_period       interval,
+    -- Compensation: the kind submitted, in the transaction that dead-letters a job of this
+    -- kind, to undo what cannot be rolled back (jobs.compensate). NULL: none.
+    on_dead           text,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
     -- define_type validates with friendlier errors; these keep a hand edit honest too.
@@ -42,7 +45,8 @@ CREATE TABLE jobs.job_type (
     CONSTRAINT job_type_priority_range CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT job_type_max_running_positive CHECK (max_running > 0),
     CONSTRAINT job_type_rate_limit_complete CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
-    CONSTRAINT job_type_rate_limit_positive CHECK (rate_limit > 0 AND rate_period > interval '0')
+    CONSTRAINT job_type_rate_limit_positive CHECK (rate_limit > 0 AND rate_period > interval '0'),
+    CONSTRAINT job_type_on_dead_other CHECK (on_dead <> kind)
 );
 COMMENT ON TABLE jobs.job_type IS
     'Per-kind definition (queue, lease, execution timeout, retry budget, backoff, payload limit, SLOs and alert bounds). Written by jobs.define_type.';

@@ -4,6 +4,7 @@
 -- requires: merge_metrics
 -- requires: job_type
 -- requires: page
+-- reads at run time: compensate (a later change in the plan; plpgsql resolves it per call)
 BEGIN;
 -- What a batch of transitions means for the metrics, recorded in the batch's own
 -- transaction (docs/observability.md): one upsert per batch and kind into this minute's
@@ -130,6 +131,8 @@ BEGIN
               JOIN jobs.job AS j ON j.id = d.id
              WHERE d.reason IN ('exhausted', 'failed')
              ORDER BY j.id;
+            -- A kind with an on_dead kind gets its compensation in this same transaction.
+            PERFORM jobs.compensate(job_ids, reasons);
             PERFORM pg_notify('jobs_dead_lettered', json_build_object('ids', c.ids)::text)
                FROM (SELECT array_agg(u.id ORDER BY u.ord) AS ids
                        FROM unnest(dead) WITH ORDINALITY AS u(id, ord)

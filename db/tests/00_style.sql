@@ -7,8 +7,8 @@ SELECT plan(85);
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
 INSERT INTO expected_fn VALUES
-    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval)', 'jobs.job_type',
-     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period}', true),
+    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)', 'jobs.job_type',
+     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period,on_dead}', true),
     ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer)', 'jobs.job',
      '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority}', true),
     ('jobs.pause(text)', 'boolean', '{queue}', true),
@@ -78,6 +78,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.list_jobs(text,jobs.status,bigint,integer,text,text)', 'setof jobs.job', '{kind,status,before_id,max_jobs,queue,ordering_key}', true),
     ('jobs.dead_letters(bigint[])', 'TABLE(id bigint, kind text, queue text, error text, retry_count integer, max_retries integer, reason text, finished_at timestamp with time zone)', '{job_ids,id,kind,queue,error,retry_count,max_retries,reason,finished_at}', true),
     ('jobs.tally(text[],text[],boolean[],double precision[],double precision[],double precision[],integer[],bigint[])', NULL, NULL, false),
+    ('jobs.compensate(bigint[],text[])', NULL, NULL, false),
     ('jobs.claim_pages(integer,interval)', 'setof jobs.page', '{max_pages,hold}', true),
     ('jobs.settle_pages(bigint[],text[],interval,interval)', 'integer', '{page_ids,errors,retry_base,retry_max}', true),
     ('jobs.pages(boolean,integer)', 'setof jobs.page', '{undelivered_only,max_pages}', true),
@@ -212,7 +213,7 @@ SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expe
               'style: schema jobs holds exactly the contract functions and the documented internal helpers');
 
 -- each public signature exists (has_function with argument types).
-SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period) exists');
+SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period, on_dead) exists');
 SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) exists');
 SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
@@ -235,7 +236,7 @@ SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigin
 SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
 
 -- return types as in docs/design.md §4.
-SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
+SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
 SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
@@ -267,8 +268,8 @@ SELECT is_empty($$ SELECT e.signature, p.proargnames
 -- defaults the contract names (omitted arguments).
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer)')),
           6::smallint, 'style: submit has defaults for everything but kind');
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval)')),
-          17::smallint, 'style: define_type has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)')),
+          18::smallint, 'style: define_type has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),
           2::smallint, 'style: claim_next defaults queues and max_jobs');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.stale_queued(text,interval,integer)')),
@@ -333,7 +334,7 @@ SELECT col_type_is('jobs', 'job', 'run_after', 'timestamp with time zone', 'styl
 SELECT columns_are('jobs', 'job_type',
     ARRAY['kind', 'queue', 'lease_timeout', 'timeout', 'max_retries', 'backoff_base', 'backoff_max', 'max_payload_bytes',
           'slo_latency', 'slo_target', 'slo_success', 'max_backlog', 'run_time_budget', 'max_failure_rate',
-          'priority', 'max_running', 'rate_limit', 'rate_period', 'created_at', 'updated_at'],
+          'priority', 'max_running', 'rate_limit', 'rate_period', 'on_dead', 'created_at', 'updated_at'],
     'style: jobs.job_type has the definition columns (plus created_at/updated_at)');
 
 -- the roles.

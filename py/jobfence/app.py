@@ -94,7 +94,7 @@ class App:
              max_failure_rate: float | None = None,
              priority: int | None = None, max_running: int | None = None,
              rate_limit: int | None = None, rate_period: float | timedelta | None = None,
-             transactional: bool = False,
+             on_dead: str | None = None, transactional: bool = False,
              executor: str | None = None) -> Callable[[Handler], Handler]:
         """Declare a kind and register its handler ``handler(job_id, payload, ctx)``.
 
@@ -107,6 +107,11 @@ class App:
         submit may override. ``max_running`` bounds the kind's running jobs across every
         worker, and ``rate_limit`` per ``rate_period`` (seconds) its claims; left out, the
         kind is unlimited.
+
+        ``on_dead`` names a compensating kind: when a job of this kind dead-letters, a job of
+        that kind is submitted in the same transaction, its payload ``{"dead_job": {"id",
+        "kind", "queue", "error", "reason", "retry_count", "payload"}}``, once per job even
+        across replays (docs/python.md, "Compensating what cannot roll back").
 
         ``executor`` says where the handler runs: ``"thread"`` (default for plain functions),
         ``"async"`` (default for ``async def``: many in flight on the worker's event loop) or
@@ -123,7 +128,8 @@ class App:
             slo_target=slo_target, slo_success=slo_success, max_backlog=max_backlog,
             run_time_budget=run_time_budget,
             max_failure_rate=max_failure_rate, priority=priority, max_running=max_running,
-            rate_limit=rate_limit, rate_period=rate_period).items() if v is not None}
+            rate_limit=rate_limit, rate_period=rate_period, on_dead=on_dead).items()
+            if v is not None}
         options["queue"] = queue or self.default_queue
 
         def register(handler: Handler) -> Handler:
@@ -212,7 +218,8 @@ class App:
         Without the right to declare (role jobs_worker only) the kinds must already exist;
         that is logged, not fatal, because an administrator may have declared them."""
         declared: dict[str, dict] = {}
-        for task in self.tasks.values():
+        # A compensating kind must exist before the kinds that name it (jobs.define_type).
+        for task in sorted(self.tasks.values(), key=lambda t: "on_dead" in t.options):
             try:
                 declared[task.kind] = db.define_type(task.kind, **task.options)
             except psycopg.errors.InsufficientPrivilege:

@@ -184,3 +184,19 @@ def steps(job_id, payload, ctx):
 def steps_process(job_id, payload, ctx):
     """``steps`` in a child process: its reports travel through the worker."""
     return {**steps(job_id, payload, ctx), "pid": os.getpid()}
+
+
+@app.task("refund", **_OPTIONS)
+def refund(job_id, payload, ctx):
+    """The compensation of ``charge``: what a dead charge already did outside the database
+    (here nothing, but a card payment cannot roll back) is undone by another job."""
+    dead = (payload or {}).get("dead_job") or {}
+    return {"refunded": dead.get("id"), "cents": (dead.get("payload") or {}).get("cents")}
+
+
+@app.task("charge", on_dead="refund", **_OPTIONS)
+def charge(job_id, payload, ctx):
+    """Fails for good when ``payload["declined"]``: its dead letter submits a ``refund``."""
+    if (payload or {}).get("declined"):
+        raise NonRetryable("charge: card declined")
+    return {"charged": (payload or {}).get("cents")}

@@ -276,3 +276,22 @@ def test_a_bad_webhook_url_is_a_usage_error(clean_db, url):
     assert proc.returncode == 2
     assert "URL" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_dead_charge_is_compensated_by_its_refund_job_once(procs, conn, client):
+    """docs/python.md, "Compensating what cannot roll back": the example app's charge names
+    refund as its on_dead kind. The dead charge's transaction submits the refund; a worker
+    runs it; a replayed charge that dies again does not refund twice."""
+    procs.worker("w-comp")
+    procs.reaper()  # the refund is pushed by the relay or, here, the reaper's re-push
+    charge = client.submit("charge", {"cents": 500, "declined": True})
+    wait_until(lambda: client.get(charge).status == "failed", 20, what="the charge dead-lettered")
+    refunds = lambda: conn.execute(  # noqa: E731
+        "SELECT id, status, result FROM jobs.job WHERE kind = 'refund'").fetchall()
+    wait_until(lambda: [r for r in refunds() if r[1] == "done"], 30, what="the refund ran")
+    ((refund_id, _, result),) = refunds()
+    assert result == {"refunded": charge, "cents": 500}
+    assert client.replay(charge)
+    wait_until(lambda: client.get(charge).status == "failed" and client.get(charge).retry_count > 0
+               and len(client.events(charge)) > 4, 20, what="the replayed charge died again")
+    assert [r[0] for r in refunds()] == [refund_id]
