@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql as pgsql
 
+from .errors import first_line
+
 
 @dataclass(frozen=True)
 class Table:
@@ -75,7 +77,7 @@ def prepare_tables(app, conn: psycopg.Connection, app_ref: str | None, create: b
             except (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName) as exc:
                 raise AppSetupError(
                     f"table {t.name} does not exist and login {me} may not create it "
-                    f"({_first_line(exc)}): run `{fix}`") from None
+                    f"({first_line(exc)}): run `{fix}`") from None
             except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 exists = True  # another worker created it at the same moment
         if not exists:
@@ -101,17 +103,9 @@ def run_start_hooks(app, db) -> None:
             raise
         except psycopg.errors.InsufficientPrivilege as exc:
             raise AppSetupError(
-                f"on_start hook {name} failed: {_first_line(exc)}; a worker's login may not "
+                f"on_start hook {name} failed: {first_line(exc)}; a worker's login may not "
                 "create or alter anything: declare the tables with app.table and have the "
                 "schema's owner run `jobfence grants --app ...`") from None
         except Exception as exc:  # noqa: BLE001 - the hook is the app's code: name it, whatever it raised
             raise AppSetupError(f"on_start hook {name} failed: "
-                                f"{type(exc).__name__}: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    diag = getattr(exc, "diag", None)
-    if diag is not None and getattr(diag, "message_primary", None):
-        return diag.message_primary
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+                                f"{type(exc).__name__}: {first_line(exc)}") from None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import psycopg
 
+from . import redact
+
 
 class JobfenceError(Exception):
     """Base of every error raised by jobfence."""
@@ -136,3 +138,13 @@ def translate(exc: psycopg.Error) -> JobfenceError | psycopg.Error:
     # PL/pgSQL context) would double a traceback whose one line says it all. Kept here.
     mapped.server_error = exc
     return mapped
+
+
+def first_line(exc: BaseException) -> str:
+    """The server's primary message (or the error's first line), redacted: a libpq message
+    may quote a malformed URL, password included. What a one-line error report says."""
+    diag = getattr(exc, "diag", None)
+    if diag is not None and getattr(diag, "message_primary", None):
+        return redact.text(diag.message_primary)
+    lines = str(exc).strip().splitlines()
+    return redact.text(lines[0]) if lines else type(exc).__name__

@@ -19,9 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from .. import log as jlog
-from .. import redact
 from ..errors import (IdempotencyKeyReused, IllegalTransition, InvalidParameter, JobfenceError,
-                      JobNotFound, LeaseLost, PayloadTooLarge, UnknownKind)
+                      JobNotFound, LeaseLost, PayloadTooLarge, UnknownKind, first_line)
 
 logger = logging.getLogger("jobfence.api")
 
@@ -156,7 +155,7 @@ def install(app) -> None:
     @app.exception_handler(psycopg.OperationalError)
     async def _db_down(request: Request, exc: psycopg.OperationalError):
         jlog.event(logger, logging.WARNING, "db_unavailable", "PostgreSQL unavailable",
-                   path=loggable_path(request.scope), error=_first_line(exc))
+                   path=loggable_path(request.scope), error=first_line(exc))
         return problem(503, "postgresql_unavailable", "PostgreSQL does not answer; retry later",
                        headers={"Retry-After": "1"})
 
@@ -164,7 +163,7 @@ def install(app) -> None:
     async def _data(_request: Request, exc: psycopg.DataError):
         # SQLSTATE class 22: the input cannot be stored, e.g. a \u0000 in a payload string,
         # a date out of range.
-        sqlstate, detail = exc.sqlstate, _first_line(exc)
+        sqlstate, detail = exc.sqlstate, first_line(exc)
         if sqlstate is None and "NUL" in detail:
             # psycopg refuses a NUL in a text parameter (kind, a key, a reason) before
             # PostgreSQL sees it; PostgreSQL answers the same input in jsonb with 22P05.
@@ -175,7 +174,7 @@ def install(app) -> None:
 
     @app.exception_handler(psycopg.errors.ProgramLimitExceeded)
     async def _limit(_request: Request, exc: psycopg.Error):
-        return problem(400, "invalid_input", _first_line(exc), sqlstate=exc.sqlstate)
+        return problem(400, "invalid_input", first_line(exc), sqlstate=exc.sqlstate)
 
     @app.exception_handler(psycopg.errors.InsufficientPrivilege)
     async def _no_grant(request: Request, exc: psycopg.Error):
@@ -187,24 +186,15 @@ def install(app) -> None:
 
     @app.exception_handler(psycopg.Error)
     async def _db_error(request: Request, exc: psycopg.Error):
-        jlog.event(logger, logging.ERROR, "database_error", _first_line(exc),
+        jlog.event(logger, logging.ERROR, "database_error", first_line(exc),
                    path=loggable_path(request.scope), sqlstate=exc.sqlstate)
-        return problem(500, "database_error", _first_line(exc), sqlstate=exc.sqlstate)
+        return problem(500, "database_error", first_line(exc), sqlstate=exc.sqlstate)
 
 
 def missing_grant(exc: psycopg.Error) -> tuple[str, str]:
     """A 42501 as (detail, hint): which object the API's database login may not use, and how
     a deployment gives it the grant."""
-    return (f"the API's database login lacks a grant: {_first_line(exc)}",
+    return (f"the API's database login lacks a grant: {first_line(exc)}",
             "Queue depth, metrics, schedules, replay and pause need a login in jobs_admin: set "
             "JOBFENCE_API_ADMIN_DATABASE_URL (scripts/roles.sql creates jobfence_api_admin) or "
             "GRANT jobs_admin to the API's login (docs/http.md, \"Database logins\").")
-
-
-def _first_line(exc: BaseException) -> str:
-    # Through redact: a libpq message may quote a malformed URL, password included.
-    diag = getattr(exc, "diag", None)
-    if diag is not None and diag.message_primary:
-        return redact.text(diag.message_primary)
-    lines = str(exc).strip().splitlines()
-    return redact.text(lines[0]) if lines else type(exc).__name__
