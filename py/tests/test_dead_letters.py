@@ -214,9 +214,9 @@ def test_a_forwarder_killed_mid_delivery_leaves_the_page_to_the_next_with_the_sa
     hook = Hook(hang_first=True)
     try:
         conn.execute("SELECT jobs.define_type('dl.k', max_retries => 0)")
-        # Its POST may wait 1.5 s, so its claim holds the page 17 s (10 x timeout + 2 s):
+        # Its POST may wait 0.8 s, so its claim holds the page 10 s (10 x timeout + 2 s):
         # killed well within that, and the next forwarder waits for the hold to end.
-        first = procs.reaper("--dead-letter-webhook", hook.url, *FAST, "--dead-letter-timeout", "1.5")
+        first = procs.reaper("--dead-letter-webhook", hook.url, *FAST, "--dead-letter-timeout", "0.8")
         job_id = _dead_letter(conn, "dl.k")
         assert hook.hanging.wait(20), first.tail()
         first.proc.kill()  # kill -9 while the POST is in flight, before it is settled

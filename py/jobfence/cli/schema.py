@@ -12,14 +12,10 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import click
 
 from .. import redact
+from ..schema_files import plan_changes, schema_root
 from .common import EXIT_ERROR, EXIT_SQITCH, Fail, cfg, json_option, json_out
 
 
-def _repo_root() -> Path | None:
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        if (base / "sqitch.plan").exists():
-            return base
-    return None
 
 
 @click.group()
@@ -48,9 +44,11 @@ def _sqitch(ctx: click.Context, action: list[str], as_json: bool) -> None:
     if exe is None:
         raise Fail("sqitch is not installed or not on PATH: install it (Debian: apt-get install "
                    "sqitch libdbd-pg-perl, or run scripts/setup) and retry", EXIT_SQITCH)
-    root = _repo_root()
+    root = schema_root()
     if root is None:
-        raise Fail("no sqitch.plan here: run from the jobfence repository root", EXIT_SQITCH)
+        raise Fail("this jobfence installation carries no schema (no sqitch.plan in the "
+                   "package or its checkout): reinstall it from a wheel or the repository",
+                   EXIT_SQITCH)
     url, env = _without_password(cfg(ctx)["database_url"])
     target = "db:" + (url if "://" in url else f"pg://{url}")
     if target.startswith("db:postgresql://"):
@@ -101,3 +99,38 @@ def db_revert(ctx, yes, as_json):
     _sqitch(ctx, ["revert", "-y"], as_json)
 
 
+
+
+def schema_script(root: Path, revert: bool = False) -> str:
+    """Every deploy script in plan order (revert: every revert script, last change first) as
+    one psql script in one transaction: for DBAs who deploy with another tool. Each file's
+    own BEGIN/COMMIT lines go; the sqitch registry is not written."""
+    changes = plan_changes(root)
+    folder = root / "db" / ("revert" if revert else "deploy")
+    parts = ["-- jobfence schema: " + ("revert" if revert else "deploy")
+             + f", {len(changes)} changes of sqitch.plan in "
+             + ("reverse order" if revert else "order")
+             + ". Run with: psql -X -v ON_ERROR_STOP=1 -f FILE",
+             "\\set ON_ERROR_STOP on", "BEGIN;"]
+    for change in (reversed(changes) if revert else changes):
+        body = [line for line in (folder / f"{change}.sql").read_text().splitlines()
+                if line.strip() not in ("BEGIN;", "COMMIT;")]
+        parts.append(f"\n-- change: {change}")
+        parts.extend(body)
+    parts.append("COMMIT;")
+    return "\n".join(parts) + "\n"
+
+
+@db.command("sql")
+@click.option("--revert", is_flag=True, help="The revert scripts instead (drops the schema).")
+def db_sql(revert):
+    """Print the whole schema as one psql script (one transaction), for other deploy tools.
+
+    jobfence db sql | psql -X -v ON_ERROR_STOP=1 "$DATABASE_URL" deploys the same objects
+    as `jobfence db deploy`, without sqitch's registry (docs/operations.md, "Deploy")."""
+    root = schema_root()
+    if root is None:
+        raise Fail("this jobfence installation carries no schema (no sqitch.plan in the "
+                   "package or its checkout): reinstall it from a wheel or the repository",
+                   EXIT_SQITCH)
+    sys.stdout.write(schema_script(root, revert))
