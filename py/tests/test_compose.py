@@ -446,8 +446,8 @@ def test_pytest_service_runs_scripts_test_pytest_against_compose_servers(config)
         "the tests flush their Redis database: it must not be the service's")
     # The test image installs the package as scripts/setup does.
     setup = (REPO / "scripts" / "setup").read_text()
-    found = (re.search(r'pip install -q -e ("\.\[\w+\]")', setup)
-             or re.search(r'target=("\.\[\w+\]")', setup))
+    found = (re.search(r'pip install -q -e ("\.\[[\w,]+\]")', setup)
+             or re.search(r'target=("\.\[[\w,]+\]")', setup))
     assert found, "scripts/setup installs no .[EXTRA] of the package"
     spec = found.group(1)
     assert f"-e {spec}" in (REPO / "docker" / "Dockerfile").read_text()

@@ -175,3 +175,30 @@ def test_db_sql_through_psql_is_the_schema_sqitch_deploys_and_passes_pgtap(scrat
     assert reverted.returncode == 0, reverted.stderr[-3000:]
     with psycopg.connect(by_psql, autocommit=True) as conn:
         assert conn.execute("SELECT to_regnamespace('jobs')").fetchone()[0] is None
+
+
+# The extras' modules, made unimportable in a child interpreter: what a plain
+# `pip install jobfence` (the core only) leaves a user with.
+WITHOUT_EXTRAS = """
+import sys
+for name in ("fastapi", "starlette", "uvicorn", "jinja2", "multipart", "itsdangerous", "textual"):
+    sys.modules[name] = None
+"""
+
+
+def _without_extras(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS + code, *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_core_runs_without_the_extras_and_a_command_that_needs_one_names_it():
+    core = _without_extras("import jobfence, jobfence.cli, jobfence.worker, jobfence.reaper, "
+                           "jobfence.relay, jobfence.aio, jobfence.observe.exporter, "
+                           "jobfence.deadletters; print('ok')")
+    assert core.returncode == 0 and core.stdout.strip() == "ok", core.stderr
+    run_cli = "from jobfence.cli import main; sys.argv = ['jobfence'] + sys.argv[1:]; main()"
+    for args, extra in ((["api"], "api"), (["top"], "top"), (["run"], "api")):
+        done = _without_extras(run_cli, *args)
+        assert done.returncode == 2, (args, done.returncode, done.stderr)
+        assert f"pip install 'jobfence[{extra}]'" in done.stderr and "Traceback" not in done.stderr
+    assert _without_extras(run_cli, "worker", "--help").returncode == 0

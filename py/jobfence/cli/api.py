@@ -12,7 +12,7 @@ import click
 
 from .common import (API_ADMIN_DATABASE_URL_ENV, API_ADMIN_LOGIN_ENV, EXIT_USAGE, Fail, checked_database_url,
                      database_url_for, exit_process, read_database_url_for, redis_url_for,
-                     require_schema, setup_logging)
+                     require_extra, require_schema, setup_logging)
 
 TOKENS_ENV = "JOBFENCE_API_TOKENS"
 ADMIN_PASSWORD_ENV = API_ADMIN_LOGIN_ENV[1]
@@ -159,6 +159,7 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, allowed_hosts, allo
     producer (the default: submit, read, cancel) or admin (also replay and /metrics);
     each token at least 16 characters.
     """
+    require_extra("api", "api")
     from ..api import Settings, create_app, openapi_text
     from ..api.app import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
     from ..api.hosts import LOOPBACK_NAMES

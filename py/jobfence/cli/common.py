@@ -4,6 +4,7 @@ exceptions to them."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -29,6 +30,20 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+# What each optional part of the package needs (pyproject.toml's extras): a command whose
+# extra is not installed says so in one line, exit 2, instead of an ImportError traceback.
+EXTRAS = {"api": ("fastapi", "uvicorn", "jinja2", "multipart", "itsdangerous"),
+          "top": ("textual",)}
+
+
+def require_extra(extra: str, command: str) -> None:
+    for module in EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise Fail(f"jobfence {command} needs the [{extra}] extra ({module} is not "
+                       f"installed): pip install 'jobfence[{extra}]'", EXIT_USAGE) from None
 EXIT_NOT_FOUND = 3
 EXIT_REFUSED = 4
 EXIT_INVALID = 5

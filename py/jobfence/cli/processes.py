@@ -10,7 +10,7 @@ import click
 from ..app_setup import AppSetupError
 from .common import (API_ADMIN_LOGIN_ENV, EXIT_ERROR, EXIT_USAGE, POSITIVE_SECONDS, ROLE_DATABASE_URL_ENV, SECONDS, WEBHOOK_URL,
                      Fail, app_from, cfg, database_url_for, exit_process, map_errors, queues_from,
-                     redis_url_for, require_schema, setup_logging)
+                     redis_url_for, require_extra, require_schema, setup_logging)
 from .metrics import with_metrics_port
 
 
@@ -240,6 +240,9 @@ def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after,
     """Relay + reaper + N workers + the HTTP API in one process tree (for a laptop)."""
     from ..runner import Supervisor, build_children
     from .api import TOKENS_ENV, api_tokens, host_policy, is_loopback
+
+    if not no_api:
+        require_extra("api", "run (the HTTP API child; --no-api runs without it)")
 
     # Without tokens the API may only serve unauthenticated on a loopback address: refuse
     # here, once, rather than let the child exit and be restarted forever. Likewise a token

@@ -8,7 +8,7 @@ import sys
 import click
 
 from .common import (POSITIVE_SECONDS, json_option, json_out, map_errors,
-                     read_database_url_for, table)
+                     read_database_url_for, require_extra, table)
 
 
 def _target(url: str) -> str:
@@ -88,6 +88,7 @@ def stats(ctx, since, as_json):
 @click.pass_context
 def top(ctx, interval, since):
     """Live view of queues, rates, p95 against budget and SLO burn; q or ctrl+c quits."""
+    require_extra("top", "top")
     if interval < 0.1:
         raise click.BadParameter("must be at least 0.1 seconds", param_hint="--interval")
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
