@@ -143,11 +143,24 @@ class AsyncClient:
 
     async def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                      run_after: datetime | None = None, ordering_key: str | None = None,
-                     priority: int | None = None) -> int:
-        (job,) = await self._all(sql.SUBMIT, {
-            "kind": kind, "payload": Jsonb({} if payload is None else payload),
-            "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "notify": False, "priority": priority}, rows.JOB)
+                     priority: int | None = None,
+                     conn: psycopg.AsyncConnection | None = None) -> int:
+        """``conn``: on the caller's connection, inside its transaction, pushed by the relay
+        once it commits (``Client.submit``)."""
+        params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
+                  "idempotency_key": idempotency_key, "run_after": run_after,
+                  "ordering_key": ordering_key, "notify": conn is not None, "priority": priority}
+        if conn is not None:
+            try:
+                async with conn.cursor(row_factory=rows.JOB) as cur:
+                    await cur.execute(sql.SUBMIT, params)
+                    return (await cur.fetchone()).id
+            except psycopg.Error as exc:
+                mapped = translate(exc)
+                if mapped is exc:
+                    raise
+                raise mapped from None
+        (job,) = await self._all(sql.SUBMIT, params, rows.JOB)
         await self._signal([job])
         return job.id
 

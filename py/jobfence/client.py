@@ -7,6 +7,7 @@ import time
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
+import psycopg
 import redis
 
 from . import log as jlog
@@ -49,8 +50,17 @@ class Client:
     # -- producing ------------------------------------------------------------------------
     def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                run_after: datetime | None = None, ordering_key: str | None = None,
-               priority: int | None = None) -> int:
-        """``priority``: 0 (runs first) to 9; None takes the kind's (docs/python.md)."""
+               priority: int | None = None, conn: psycopg.Connection | None = None) -> int:
+        """``priority``: 0 (runs first) to 9; None takes the kind's (docs/python.md).
+
+        ``conn``: submit on the caller's psycopg connection, inside its transaction, so an
+        application writes its rows and its job in one commit. Nothing is pushed here: the
+        outbox notification is delivered on commit (none on rollback) and `jobfence relay`
+        pushes the id (docs/python.md, "Transactional submit")."""
+        if conn is not None:
+            return self.db.submit(kind, payload, idempotency_key=idempotency_key,
+                                  run_after=run_after, ordering_key=ordering_key, notify=True,
+                                  priority=priority, conn=conn).id
         job = self.db.submit(kind, payload, idempotency_key=idempotency_key,
                              run_after=run_after, ordering_key=ordering_key, notify=False,
                              priority=priority)
@@ -70,11 +80,16 @@ class Client:
         self._signal([job])
         return job.id, created
 
-    def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
+    def submit_many(self, specs: Sequence[dict | tuple],
+                    conn: psycopg.Connection | None = None) -> list[int]:
         """Submit many jobs in one transaction: each spec is a dict with ``kind`` and
         optionally ``payload``, ``idempotency_key``, ``run_after``, ``ordering_key``,
         ``priority`` — or a
-        ``(kind, payload)`` tuple. Returns ids in spec order."""
+        ``(kind, payload)`` tuple. Returns ids in spec order. ``conn``: in the caller's
+        transaction, as ``submit``."""
+        if conn is not None:
+            return [job.id for job in self.db.submit_many(
+                [dict(self._normalise(s), notify=True) for s in specs], conn=conn)]
         submitted = self.db.submit_many_signals([self._normalise(s) for s in specs])
         # An idempotent repeat may be a finished job; a coordinator waits for its children.
         self._push([(job_id, queue, due, priority)

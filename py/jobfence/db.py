@@ -281,11 +281,15 @@ class Database:
     # -- producer -------------------------------------------------------------------------
     def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                run_after: datetime | None = None, ordering_key: str | None = None,
-               notify: bool = False, priority: int | None = None) -> rows.Job:
-        return self._one(sql.SUBMIT, {
-            "kind": kind, "payload": Jsonb({} if payload is None else payload),
-            "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "notify": notify, "priority": priority}, rows.JOB)
+               notify: bool = False, priority: int | None = None,
+               conn: psycopg.Connection | None = None) -> rows.Job:
+        """With ``conn``, on the caller's connection, inside its transaction."""
+        params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
+                  "idempotency_key": idempotency_key, "run_after": run_after,
+                  "ordering_key": ordering_key, "notify": notify, "priority": priority}
+        if conn is not None:
+            return self.run(conn, sql.SUBMIT, params, rows.JOB)[0]
+        return self._one(sql.SUBMIT, params, rows.JOB)
 
     def submit_created(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                        run_after: datetime | None = None,
@@ -299,7 +303,11 @@ class Database:
             "ordering_key": ordering_key, "priority": priority}, rows.JOB)
         return rows.split_created(job)
 
-    def submit_many(self, specs: Sequence[dict]) -> list[rows.Job]:
+    def submit_many(self, specs: Sequence[dict], conn: psycopg.Connection | None = None
+                    ) -> list[rows.Job]:
+        """With ``conn``, on the caller's connection, inside its transaction."""
+        if conn is not None:
+            return self.run(conn, sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)
         return self._all(sql.SUBMIT_MANY, {"specs": Jsonb(list(specs))}, rows.JOB)
 
     def submit_many_signals(self, specs: Sequence[dict]) -> list[tuple[int, str, datetime, bool, int]]:
