@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import sys
@@ -65,6 +66,30 @@ class App:
         self.periodics: dict[str, Periodic] = {}
         self.tables: dict[str, Any] = {}  # name -> app_setup.Table
         self.ref: str | None = None  # how it was named (--app MODULE:APP), for messages
+        # Where handler.defer() submits (App.bind); None until bound.
+        self.client: Any = None
+        self.async_client: Any = None
+
+    def bind(self, client: Any = None, async_client: Any = None) -> "App":
+        """The ``Client`` (and ``AsyncClient``) that ``handler.defer(...)`` and
+        ``handler.defer_async(...)`` submit through; returns the app."""
+        self.client, self.async_client = client, async_client
+        return self
+
+    def _defer(self, kind: str, payload: Any = None, *, client: Any = None, **options: Any) -> int:
+        client = client or self.client
+        if client is None:
+            raise RuntimeError(f"{kind}.defer: no Client bound: call app.bind(Client(...)) "
+                               "first, or pass client=")
+        return client.submit(kind, payload, **options)
+
+    async def _defer_async(self, kind: str, payload: Any = None, *, client: Any = None,
+                           **options: Any) -> int:
+        client = client or self.async_client
+        if client is None:
+            raise RuntimeError(f"{kind}.defer_async: no AsyncClient bound: call "
+                               "app.bind(async_client=AsyncClient(...)) first, or pass client=")
+        return await client.submit(kind, payload, **options)
 
     def table(self, name: str, ddl: str, *, privileges: str | tuple = ("SELECT", "INSERT")):
         """Declare a table the handlers write (schema-qualified ``name``, an idempotent
@@ -148,6 +173,10 @@ class App:
                                  "executor only")
             self.tasks[kind] = Task(kind, handler, options["queue"], options, transactional,
                                     where)
+            # The handler stays the same function (callable, importable by name for the
+            # process executor); it gains the producer's side of its kind.
+            handler.defer = functools.partial(self._defer, kind)
+            handler.defer_async = functools.partial(self._defer_async, kind)
             return handler
 
         return register

@@ -87,3 +87,33 @@ def test_the_async_client_submits_in_the_callers_transaction_too(orders, redis_u
     with psycopg.connect(orders, autocommit=True) as conn:
         rows = conn.execute("SELECT id, payload FROM jobs.job").fetchall()
     assert rows == [(kept, {"order": 4})]
+
+
+def test_a_task_handle_defers_its_own_kind(client, orders, redis_url):
+    """@app.task leaves the handler callable as before and gives it .defer / .defer_async,
+    which submit its kind through the app's bound clients (or the one passed)."""
+    from jobfence import App
+    from jobfence.aio import AsyncClient
+    from jobfence.examples import app, noop
+
+    assert noop(1, {}, None) == {"ok": True}  # still the plain function
+    with pytest.raises(RuntimeError, match="no Client bound"):
+        App().task("loose")(lambda job_id, payload, ctx: None).defer({})
+    app.bind(client)
+    try:
+        job_id = noop.defer({"n": 1}, idempotency_key="defer:1")
+        assert client.get(job_id).kind == "noop" and client.get(job_id).payload == {"n": 1}
+        assert noop.defer({"n": 2}, idempotency_key="defer:1") == job_id  # the key holds
+        with psycopg.connect(orders) as conn:
+            with conn.transaction():
+                in_tx = noop.defer({"n": 3}, conn=conn)
+        assert client.get(in_tx).status == "queued"
+
+        async def deferred():
+            async with AsyncClient(orders, redis_url) as aio:
+                app.bind(client, aio)
+                return await noop.defer_async({"n": 4})
+
+        assert client.get(asyncio.run(deferred())).payload == {"n": 4}
+    finally:
+        app.bind(None, None)
