@@ -25,7 +25,8 @@ def wheel(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "var", "*.egg-info", "__pycache__", ".hypothesis", "results"))
+        ".git", ".venv", "build", "var", "*.egg-info", "__pycache__", ".hypothesis", "results",
+        "node_modules"))
     out = tmp / "wheel"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
