@@ -485,7 +485,9 @@ def _local(args: list[str], port: int) -> list[str]:
 
 
 @pytest.mark.parametrize("name", LONG_RUNNING)
-def test_healthcheck_passes_against_the_service_command(name, config, procs):
+def test_healthcheck_passes_against_the_service_command(name, config, procs, declared):
+    # declared: the kinds and the example's effect table exist, as the compose stack's
+    # declare service leaves them (its worker runs --no-declare).
     from jobfence.cli import main as cli
 
     svcs = services(config)
