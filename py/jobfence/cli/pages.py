@@ -9,14 +9,6 @@ import click
 from .common import client_for, json_option, json_out, map_errors, table
 
 
-def _iso(value):
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
-def _page_dict(row: dict) -> dict:
-    return {k: _iso(v) for k, v in row.items()}
-
-
 def _ago(value: datetime | None) -> str:
     if value is None:
         return "-"
@@ -43,8 +35,9 @@ def pages(ctx, show_all, limit, as_json):
         rows = client.db.pages(undelivered_only=not show_all, max_pages=limit)
         backlog = client.db.page_backlog()
     if as_json:
+        # json_out writes timestamps in ISO 8601, as every --json of the CLI.
         json_out({"undelivered": int(backlog["undelivered"]), "failing": int(backlog["failing"]),
-                  "oldest_at": _iso(backlog["oldest_at"]), "pages": [_page_dict(r) for r in rows]})
+                  "oldest_at": backlog["oldest_at"], "pages": rows})
         return
     waiting = int(backlog["undelivered"])
     if waiting:
