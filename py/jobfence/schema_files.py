@@ -4,6 +4,8 @@ a user's own project may have a sqitch.plan of its own."""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -20,11 +22,68 @@ def schema_root() -> Path | None:
 
 
 def plan_changes(root: Path) -> list[str]:
-    """The changes of sqitch.plan, in deploy order (tags and pragmas skipped)."""
-    out = []
-    for line in (root / "sqitch.plan").read_text().splitlines():
-        line = line.strip()
-        if not line or line[0] in "%@#":
+    """The changes of sqitch.plan, in deploy order (tags and pragmas skipped); a change
+    reworked after a tag appears once per version."""
+    return [step.change for step in plan_steps(root)]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of sqitch.plan that deploys something: ``change`` is its name, ``script``
+    the stem of its three scripts, ``tag`` the last tag before it (None before the first)."""
+
+    change: str
+    script: str
+    tag: str | None
+
+
+def plan_steps(root: Path) -> list[Step]:
+    """Every change line of sqitch.plan in deploy order, with the scripts sqitch runs for it.
+
+    A reworked change has one line per version. The last version's scripts are NAME.sql;
+    each earlier one's are NAME@TAG.sql, TAG being the tag that precedes the next version
+    (``sqitch rework`` copies them there), so a deploy up to a tag runs what it released."""
+    lines: list[tuple[str, str | None]] = []
+    tag = None
+    for raw in (root / "sqitch.plan").read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "%#":
             continue
-        out.append(line.split()[0])
-    return out
+        if line[0] == "@":
+            tag = line.split()[0][1:]
+            continue
+        lines.append((line.split()[0], tag))
+    steps = []
+    for i, (change, tag) in enumerate(lines):
+        later = [t for c, t in lines[i + 1:] if c == change]
+        script = change if not later else f"{change}@{later[0]}"
+        steps.append(Step(change, script, tag))
+    return steps
+
+
+def plan_tags(root: Path) -> list[str]:
+    """The tags of sqitch.plan, oldest first."""
+    return [line.split()[0][1:] for line in (root / "sqitch.plan").read_text().splitlines()
+            if line.startswith("@")]
+
+
+FOLDERS = ("deploy", "revert", "verify")
+
+
+def released_sums(root: Path, tag: str) -> list[str]:
+    """One line per script of every change up to ``tag``: ``CHANGE FOLDER SHA256``, in plan
+    order. db/released/TAG.sums holds these lines as the tag released them; a test compares
+    them with the scripts a deploy to the tag runs today, so a released script edited in place
+    (instead of reworked: docs/upgrading.md) fails it."""
+    tags = plan_tags(root)
+    if tag not in tags:
+        raise ValueError(f"sqitch.plan has no tag @{tag}")
+    later = set(tags[tags.index(tag) + 1:])
+    lines = []
+    for step in plan_steps(root):
+        if step.tag == tag or step.tag in later:
+            break
+        for folder in FOLDERS:
+            digest = hashlib.sha256((root / "db" / folder / f"{step.script}.sql").read_bytes())
+            lines.append(f"{step.change} {folder} {digest.hexdigest()}")
+    return lines

@@ -52,6 +52,24 @@ def database_url():
 
 
 @pytest.fixture
+def scratch_databases():
+    """Fresh, empty databases on the test server, dropped afterwards."""
+    made = []
+
+    def make() -> str:
+        name = f"jobfence_pkg_{int(time.time())}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return f"{_server_url(ADMIN_URL)}/{name}"
+
+    yield make
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        for name in made:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def clean_db(database_url):
     """Empty job tables before each test; returns the database URL."""
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -8,14 +8,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import uuid
 import zipfile
 
 import psycopg
 import pytest
 
-from conftest import ADMIN_URL, REPO, _server_url
+from conftest import ADMIN_URL, REPO
+from schema_helpers import catalog
 
 
 @pytest.fixture(scope="module")
@@ -37,28 +36,10 @@ def wheel(tmp_path_factory):
     return found
 
 
-@pytest.fixture
-def scratch_databases():
-    """Fresh, empty databases on the test server, dropped afterwards."""
-    made = []
+def _plan_steps():
+    from jobfence.schema_files import plan_steps
 
-    def make() -> str:
-        name = f"jobfence_pkg_{int(time.time())}_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-        made.append(name)
-        return f"{_server_url(ADMIN_URL)}/{name}"
-
-    yield make
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        for name in made:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _plan_changes() -> list[str]:
-    from jobfence.schema_files import plan_changes
-
-    return plan_changes(REPO)
+    return plan_steps(REPO)
 
 
 def test_the_wheel_ships_the_jobfence_package_only(wheel):
@@ -68,9 +49,9 @@ def test_the_wheel_ships_the_jobfence_package_only(wheel):
     assert any(n.startswith("jobfence/ui/templates/") and n.endswith(".html") for n in names)
     # The schema: the plan, its configuration and every change's three scripts.
     assert {"jobfence/schema/sqitch.plan", "jobfence/schema/sqitch.conf"} <= set(names)
-    for change in _plan_changes():
+    for step in _plan_steps():
         for folder in ("deploy", "revert", "verify"):
-            assert f"jobfence/schema/db/{folder}/{change}.sql" in names, (folder, change)
+            assert f"jobfence/schema/db/{folder}/{step.script}.sql" in names, (folder, step)
 
 
 def test_the_installed_wheel_deploys_its_own_schema_outside_the_checkout(
@@ -95,50 +76,13 @@ def test_the_installed_wheel_deploys_its_own_schema_outside_the_checkout(
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
     assert jobfence("db", "verify").returncode == 0
     with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM sqitch.changes").fetchone()[0] == len(_plan_changes())
+        assert conn.execute("SELECT count(*) FROM sqitch.changes").fetchone()[0] == len(_plan_steps())
         conn.execute("SELECT jobs.define_type('pkg.k')")
     printed = jobfence("db", "sql")
     assert printed.returncode == 0
     checkout = subprocess.run([sys.executable, "-m", "jobfence", "db", "sql"], cwd=REPO,
                               capture_output=True, text=True)
     assert printed.stdout == checkout.stdout  # the wheel's schema is the checkout's
-
-
-# What a deployed schema is, as the catalog says: objects, signatures, bodies, settings,
-# grants, columns, constraints, indexes and types of the jobs schema.
-CATALOG = """
-SELECT 'function', p.oid::regprocedure::text,
-       concat_ws(' | ', pg_get_function_result(p.oid), p.prosecdef, p.provolatile, p.proconfig::text,
-                 md5(p.prosrc), p.proacl::text, obj_description(p.oid, 'pg_proc') IS NOT NULL)
-  FROM pg_proc AS p WHERE p.pronamespace = 'jobs'::regnamespace
-UNION ALL
-SELECT 'relation', c.relname, concat_ws(' | ', c.relkind, c.relacl::text)
-  FROM pg_class AS c WHERE c.relnamespace = 'jobs'::regnamespace
-UNION ALL
-SELECT 'column', c.relname || '.' || a.attname,
-       concat_ws(' | ', format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid))
-  FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
-  LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
- WHERE c.relnamespace = 'jobs'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
-UNION ALL
-SELECT 'constraint', conrelid::regclass::text || '.' || conname, pg_get_constraintdef(oid)
-  FROM pg_constraint WHERE connamespace = 'jobs'::regnamespace
-UNION ALL
-SELECT 'index', indexrelid::regclass::text, pg_get_indexdef(indexrelid)
-  FROM pg_index WHERE indrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'jobs'::regnamespace)
-UNION ALL
-SELECT 'type', t.typname, concat_ws(' | ', t.typtype, t.typacl::text)
-  FROM pg_type AS t WHERE t.typnamespace = 'jobs'::regnamespace
-UNION ALL
-SELECT 'schema', n.nspname, concat_ws(' | ', n.nspacl::text, pg_get_userbyid(n.nspowner) IS NOT NULL)
-  FROM pg_namespace AS n WHERE n.nspname = 'jobs'
-ORDER BY 1, 2
-"""
-
-
-def _catalog(url: str) -> list[tuple]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(CATALOG).fetchall()
 
 
 @pytest.mark.skipif(shutil.which("pg_prove") is None or shutil.which("psql") is None,
@@ -154,7 +98,7 @@ def test_db_sql_through_psql_is_the_schema_sqitch_deploys_and_passes_pgtap(scrat
     applied = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", by_psql], input=script,
                              capture_output=True, text=True)
     assert applied.returncode == 0, applied.stderr[-3000:]
-    sqitch_catalog, psql_catalog = _catalog(by_sqitch), _catalog(by_psql)
+    sqitch_catalog, psql_catalog = catalog(by_sqitch), catalog(by_psql)
     assert len(psql_catalog) > 500
     assert psql_catalog == sqitch_catalog, sorted(set(psql_catalog) ^ set(sqitch_catalog))[:20]
     # The pgTAP suite passes on the psql-deployed schema too (one file at a time, as

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import click
 
 from .. import redact
-from ..schema_files import plan_changes, schema_root
+from ..schema_files import plan_steps, schema_root
 from .common import EXIT_ERROR, EXIT_SQITCH, Fail, cfg, json_option, json_out
 
 
@@ -105,17 +105,17 @@ def schema_script(root: Path, revert: bool = False) -> str:
     """Every deploy script in plan order (revert: every revert script, last change first) as
     one psql script in one transaction: for DBAs who deploy with another tool. Each file's
     own BEGIN/COMMIT lines go; the sqitch registry is not written."""
-    changes = plan_changes(root)
+    steps = plan_steps(root)
     folder = root / "db" / ("revert" if revert else "deploy")
     parts = ["-- jobfence schema: " + ("revert" if revert else "deploy")
-             + f", {len(changes)} changes of sqitch.plan in "
+             + f", {len(steps)} changes of sqitch.plan in "
              + ("reverse order" if revert else "order")
              + ". Run with: psql -X -v ON_ERROR_STOP=1 -f FILE",
              "\\set ON_ERROR_STOP on", "BEGIN;"]
-    for change in (reversed(changes) if revert else changes):
-        body = [line for line in (folder / f"{change}.sql").read_text().splitlines()
+    for step in (reversed(steps) if revert else steps):
+        body = [line for line in (folder / f"{step.script}.sql").read_text().splitlines()
                 if line.strip() not in ("BEGIN;", "COMMIT;")]
-        parts.append(f"\n-- change: {change}")
+        parts.append(f"\n-- change: {step.script}")
         parts.extend(body)
     parts.append("COMMIT;")
     return "\n".join(parts) + "\n"

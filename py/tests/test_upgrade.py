@@ -1,0 +1,103 @@
+"""Upgrading a deployed schema from the last release (docs/upgrading.md).
+
+A tagged release is frozen: the scripts a deploy up to its tag runs are the ones it shipped
+(db/released/TAG.sums), so a change to a released object must be a `sqitch rework`. And a
+database deployed at the tag, holding jobs in flight, upgrades to HEAD with nothing lost:
+the leases granted before the upgrade are completed after it, the history stays legal, and
+the upgraded schema is the one a fresh deploy of HEAD makes."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from conftest import REPO, sqitch_target
+from schema_helpers import catalog
+
+
+def _tags() -> list[str]:
+    from jobfence.schema_files import plan_tags
+
+    return plan_tags(REPO)
+
+
+def _sqitch(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(["sqitch", "--quiet", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"sqitch {' '.join(args)}:\n{done.stdout}{done.stderr}"
+    return done
+
+
+def test_the_plan_has_a_release_tag():
+    assert _tags(), "sqitch.plan carries no tag: the first release is v0.1.0"
+    assert _tags()[0] == "v0.1.0"
+
+
+@pytest.mark.parametrize("tag", _tags())
+def test_the_scripts_of_a_release_are_the_ones_it_shipped(tag):
+    from jobfence.schema_files import released_sums
+
+    shipped = (REPO / "db" / "released" / f"{tag}.sums").read_text().splitlines()
+    today = released_sums(REPO, tag)
+    assert [line.split()[:2] for line in today] == [line.split()[:2] for line in shipped], (
+        "the changes up to the tag differ from the ones it released: a released plan line "
+        "was edited, moved or removed")
+    edited = [" ".join(line.split()[:2]) for line, was in zip(today, shipped) if line != was]
+    assert not edited, (
+        f"released scripts edited in place: {edited}. A released object changes with "
+        "`sqitch rework CHANGE` (docs/upgrading.md), never by editing its script")
+
+
+def test_a_database_at_the_last_release_upgrades_to_head_with_its_jobs_in_flight(
+        scratch_databases):
+    tag = _tags()[-1]
+    url = scratch_databases()
+    _sqitch("deploy", "--verify", "--to", f"@{tag}", sqitch_target(url))
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SELECT jobs.configure_redis('upgrade')")
+        conn.execute("SELECT jobs.define_type('upgrade.k', max_retries => 2)")
+        ids = [conn.execute("SELECT id FROM jobs.submit('upgrade.k', %s::jsonb, notify => false)",
+                            (f'{{"n": {n}}}',)).fetchone()["id"] for n in range(4)]
+        fenced = conn.execute("SELECT * FROM jobs.claim_with_token(%s, 'w-old')",
+                              (ids[0],)).fetchone()
+        plain = conn.execute("SELECT * FROM jobs.claim(%s, 'w-old')", (ids[1],)).fetchone()
+        assert fenced and plain
+        conn.execute("SELECT * FROM jobs.cancel(%s)", (ids[3],))
+
+    _sqitch("deploy", "--verify", sqitch_target(url))
+    status = _sqitch("status", sqitch_target(url))
+    assert "Nothing to deploy (up-to-date)" in status.stdout, status.stdout
+
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        # The leases granted by the released schema hold after the upgrade, tokens included.
+        conn.execute("SELECT * FROM jobs.complete(%s, 'w-old', %s, '{\"ok\": 1}', %s::uuid)",
+                     (ids[0], fenced["lease_version"], fenced["token"]))
+        conn.execute("SELECT * FROM jobs.fail(%s, 'w-old', %s, 'after the upgrade', true)",
+                     (ids[1], plain["lease_version"]))
+        with pytest.raises(psycopg.Error) as stale:
+            conn.execute("SELECT * FROM jobs.complete(%s, 'w-old', %s, NULL, %s::uuid)",
+                         (ids[0], fenced["lease_version"], fenced["token"]))
+        assert stale.value.sqlstate == "JB001"
+        # The queued and the retried jobs are claimed and finished by HEAD's functions.
+        conn.execute("UPDATE jobs.job SET run_after = now() WHERE id = %s", (ids[1],))
+        leases = conn.execute("SELECT * FROM jobs.claim_next_with_token('w-new', NULL, 10)"
+                              ).fetchall()
+        assert sorted(lease["job_id"] for lease in leases) == [ids[1], ids[2]]
+        for lease in leases:
+            conn.execute("SELECT * FROM jobs.complete(%s, 'w-new', %s, NULL, %s::uuid)",
+                         (lease["job_id"], lease["lease_version"], lease["token"]))
+        statuses = {r["id"]: r["status"] for r in conn.execute(
+            "SELECT id, status FROM jobs.job WHERE id = ANY(%s)", (ids,))}
+        assert statuses == {ids[0]: "done", ids[1]: "done", ids[2]: "done",
+                            ids[3]: "failed"}, statuses  # a cancelled job ends failed
+        broken = conn.execute("SELECT * FROM jobs.audit() WHERE violations > 0").fetchall()
+        assert not broken, broken
+
+    fresh = scratch_databases()
+    _sqitch("deploy", "--verify", sqitch_target(fresh))
+    upgraded, deployed = catalog(url), catalog(fresh)
+    assert upgraded == deployed, sorted(set(upgraded) ^ set(deployed))[:20]
+
