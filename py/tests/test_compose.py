@@ -521,6 +521,39 @@ def test_healthcheck_passes_against_the_service_command(name, config, procs, dec
                 f"{other}'s healthcheck passes against {name}: it checks nothing of {other}'s")
 
 
+def test_the_worker_healthcheck_fails_while_its_claim_loop_is_stuck(config, procs, declared,
+                                                                   redis_url):
+    """A worker whose claim waits on a lock still serves its metrics page: the health check
+    reads the loop's last round, so it fails then, and passes again once the loop moves."""
+    import urllib.request
+
+    import psycopg
+    import redis
+
+    from jobfence.transport import ready_key
+
+    svc = services(config)["worker"]
+    port = _free_port()
+    proc = procs.start("worker", *_local(argv(svc), port)[1:])
+    check = healthcheck_argv(svc)
+    url = urlsplit(check[1])._replace(netloc=f"127.0.0.1:{port}").geturl()
+    metric = option(check, "--fresh").split("=", 1)[0]
+    strict = [url, "--fresh", f"{metric}=3"]  # the service's check, with a test's patience
+    hc = _healthcheck_module()
+    wait_until(lambda: hc.check(strict) is None, timeout=30, what="the worker's loop to go round")
+    with psycopg.connect(declared) as locker:
+        locker.execute("LOCK TABLE jobs.job IN ACCESS EXCLUSIVE MODE")
+        # A signal to claim: the claim now waits for the lock, and the loop with it.
+        redis.Redis.from_url(redis_url).lpush(ready_key("default"), "1")
+        wait_until(lambda: (hc.check(strict) or "").startswith(f"{metric}:"), timeout=30,
+                   what="the health check to see the loop stuck")
+        with urllib.request.urlopen(url, timeout=5) as page:
+            assert page.status == 200  # the page alone would have said healthy
+        assert proc.alive()
+        locker.rollback()
+    wait_until(lambda: hc.check(strict) is None, timeout=30, what="the loop to go round again")
+
+
 def test_the_api_service_answers_by_its_service_name_and_refuses_other_hosts(config, procs):
     """Other containers reach the API as http://api:8000: its Host allow-list must hold the
     service name, and its default token must be one `jobfence api` accepts (16+ characters)."""

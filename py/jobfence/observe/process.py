@@ -202,6 +202,10 @@ class WorkerCollector:
                        beats.get("beat_failures", 0))
         yield _counter("jobfence_worker_timeouts", "jobs failed at their timeout",
                        beats.get("timeouts", 0))
+        yield _gauge("jobfence_worker_last_loop_timestamp_seconds",
+                     "Unix time the claim loop last went round (a pop, a claim, a wait for a "
+                     "free slot: at least every few seconds); stale while it is stuck",
+                     claimer.looped_at)
         yield _gauge("jobfence_worker_jobs_in_flight",
                      "jobs claimed whose handler has not returned (waiting or running)",
                      claimer.active())

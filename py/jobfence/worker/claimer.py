@@ -54,6 +54,9 @@ class Claimer:
         # The queues as PostgreSQL can name them: a --queue that is not UTF-8 (kept as lone
         # surrogates) has no jobs there, and would fail every claim's encoding.
         self.sql_queues = [q for q in worker.queues if _is_utf8(q)]
+        # Unix time the loop last went round: a health check reads it, because a metrics
+        # page that answers proves only that its HTTP thread lives.
+        self.looped_at = time.time()
 
     def active(self) -> int:
         """Jobs claimed whose handler has not returned yet (waiting or running)."""
@@ -64,6 +67,7 @@ class Claimer:
         backoff = Backoff()
         next_move = 0.0
         while not w.stopping():
+            self.looped_at = time.time()
             room = min(w.batch, w.capacity - self.active())
             if room <= 0:
                 self.freed.wait(0.2)
