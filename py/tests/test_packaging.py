@@ -13,7 +13,7 @@ import zipfile
 import psycopg
 import pytest
 
-from conftest import ADMIN_URL, REPO
+from conftest import ADMIN_URL, REPO, wait_until
 from schema_helpers import catalog
 
 
@@ -148,3 +148,76 @@ def test_the_core_runs_without_the_extras_and_a_command_that_needs_one_names_it(
         assert done.returncode == 2, (args, done.returncode, done.stderr)
         assert f"pip install 'jobfence[{extra}]'" in done.stderr and "Traceback" not in done.stderr
     assert _without_extras(run_cli, "worker", "--help").returncode == 0
+
+
+USER_APP = '''
+from jobfence import App
+
+app = App("mymodule")
+
+
+@app.task("greet")
+def greet(job_id, payload, ctx):
+    return {"hello": payload["name"]}
+'''
+
+
+def test_a_fresh_venv_with_the_wheel_deploys_and_runs_a_users_worker(
+        wheel, tmp_path, scratch_databases, redis_url):
+    """What the README's pip path promises: a virtualenv of its own (no checkout, no site
+    packages of this one), the wheel and the dependencies it declares, then `jobfence db
+    deploy` and `jobfence worker --app mymodule:app` from the user's project directory."""
+    venv = tmp_path / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True,
+                          text=True, timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    python, jobfence_bin = venv / "bin" / "python", venv / "bin" / "jobfence"
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)],
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    # The core only: none of the extras came along.
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"],
+                            capture_output=True, text=True, timeout=60).stdout.lower()
+    assert "psycopg==" in listed and "fastapi" not in listed and "textual" not in listed, listed
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mymodule.py").write_text(USER_APP)
+    url = scratch_databases()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", JOBFENCE_DATABASE_URL=url,
+               JOBFENCE_REDIS_URL=redis_url)
+
+    def jobfence(*args, timeout=300):
+        return subprocess.run([str(jobfence_bin), *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    deployed = jobfence("db", "deploy")
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    worker = subprocess.Popen([str(jobfence_bin), "worker", "--app", "mymodule:app",
+                               "--concurrency", "2"], cwd=project, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def declared():
+            assert worker.poll() is None, worker.stdout.read()[-3000:]
+            with psycopg.connect(url) as conn:
+                return conn.execute("SELECT 1 FROM jobs.types() WHERE kind = 'greet'").fetchone()
+
+        wait_until(declared, timeout=60, what="the worker to declare its kind")
+        submitted = jobfence("submit", "greet", "--payload", '{"name": "venv"}', "--count", "20",
+                             "--wait", "--timeout", "60", "--json", timeout=120)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        with psycopg.connect(url) as conn:
+            rows = conn.execute("SELECT status, result FROM jobs.job WHERE kind = 'greet'").fetchall()
+        assert len(rows) == 20 and {r[0] for r in rows} == {"done"}, rows
+        assert rows[0][1] == {"hello": "venv"}
+    finally:
+        worker.terminate()
+        try:
+            out, _ = worker.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            out, _ = worker.communicate()
+    assert worker.returncode == 0, out[-3000:]
+    where = subprocess.run([str(python), "-c", "import jobfence; print(jobfence.__file__)"],
+                           cwd=project, env=env, capture_output=True, text=True)
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
