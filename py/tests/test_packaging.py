@@ -47,6 +47,22 @@ def test_the_wheel_ships_the_jobfence_package_only(wheel):
     tops = {name.split("/", 1)[0] for name in names}
     assert tops == {"jobfence", next(t for t in tops if t.endswith(".dist-info"))}, sorted(tops)
     assert any(n.startswith("jobfence/ui/templates/") and n.endswith(".html") for n in names)
+    assert "jobfence/py.typed" in names
+    # The metadata a package index shows: classifiers, project URLs, the lean core and
+    # its extras, and the one version (jobfence.__version__).
+    from jobfence import __version__
+
+    meta = zipfile.ZipFile(wheel).read(f"jobfence-{__version__}.dist-info/METADATA").decode()
+    assert f"Version: {__version__}\n" in meta
+    assert "Classifier: Typing :: Typed" in meta
+    assert {"Source", "Documentation", "Changelog", "Issues"} <= {
+        line.split(": ", 1)[1].split(",")[0] for line in meta.splitlines()
+        if line.startswith("Project-URL: ")}
+    required = [line.split(": ", 1)[1] for line in meta.splitlines()
+                if line.startswith("Requires-Dist: ") and "extra ==" not in line]
+    assert not [r for r in required if r.lower().startswith(("fastapi", "uvicorn", "textual"))]
+    assert {"api", "top", "binary", "all"} <= {line.split(": ", 1)[1] for line in
+                                              meta.splitlines() if line.startswith("Provides-Extra: ")}
     # The schema: the plan, its configuration and every change's three scripts.
     assert {"jobfence/schema/sqitch.plan", "jobfence/schema/sqitch.conf"} <= set(names)
     for step in _plan_steps():
