@@ -1,7 +1,6 @@
 -- Deploy jobfence:cancel to pg
 -- requires: outcome
--- requires: release_dependents
--- requires: tally
+-- requires: end_unheld
 -- requires: own_jobs_only
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.cancel(job_id bigint, reason text DEFAULT 'cancelled')
@@ -13,7 +12,6 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     target jobs.job;
-    was jobs.status;
     why text;
     -- With producer ownership on, another role's job is "not found" (JB002): refusing it
     -- with another code would tell a producer which ids exist. Decided before the row is
@@ -35,16 +33,8 @@ BEGIN
     END IF;
 
     IF target.status IN ('queued', 'enqueue_failed') THEN
-        was := target.status;
-        UPDATE jobs.job AS j
-           SET status = 'failed', error = why, finished_at = now(), updated_at = now()
-         WHERE j.id = target.id
-        RETURNING * INTO target;
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
-        VALUES (target.id, now(), was, 'failed', target.lease_version, 'cancelled', why);
-        PERFORM jobs.tally(ARRAY[target.kind], ARRAY['cancelled']);
-        RETURN (target.id, true, target.status, target.run_after,
-                ARRAY(SELECT w.woken_id FROM jobs.release_dependents(ARRAY[target.id]) AS w ORDER BY w.woken_id))::jobs.outcome;
+        RETURN (target.id, true, 'failed'::jobs.status, target.run_after,
+                jobs.end_unheld(ARRAY[target.id], 'cancelled', why))::jobs.outcome;
     END IF;
 
     IF target.status = 'processing' THEN

@@ -1,8 +1,7 @@
 -- Deploy jobfence:reap to pg
 -- requires: signal
--- requires: release_dependents
 -- requires: finish_leases
--- requires: tally
+-- requires: end_unheld
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.reap(max_jobs integer DEFAULT 1000)
 RETURNS SETOF jobs.signal
@@ -21,7 +20,6 @@ DECLARE
     requeued jobs.signal[] := '{}';
     woken bigint[] := '{}';
     overspent bigint[];
-    tallied integer;
 BEGIN
     IF max_jobs IS NULL OR max_jobs < 1 THEN
         RAISE EXCEPTION 'jobs.reap: max_jobs must be at least 1, got %', coalesce(max_jobs::text, 'NULL')
@@ -63,33 +61,16 @@ BEGIN
 
     -- Queued jobs whose budget is already spent (retry_count > max_retries, e.g. after a
     -- hand edit) must not run again. The partial index keeps this free when there are none.
-    WITH spent AS (
-        SELECT o.id, o.status AS was
-          FROM jobs.job AS o
-         WHERE o.status IN ('queued', 'enqueue_failed') AND o.retry_count > o.max_retries
-         ORDER BY o.id
-         LIMIT max_jobs
-           FOR UPDATE SKIP LOCKED
-    ), failed_now AS (
-        UPDATE jobs.job AS j
-           SET status = 'failed', finished_at = now(), updated_at = now(),
-               error = coalesce(j.error, 'retry budget exhausted')
-          FROM spent AS s
-         WHERE j.id = s.id
-        RETURNING j.id, s.was, j.lease_version, j.error, j.kind, j.due_at, j.retry_count
-    ), logged AS (
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
-        SELECT f.id, now(), f.was, 'failed', f.lease_version, 'exhausted', f.error FROM failed_now AS f
-    )
-    -- No attempt ended here (no run time): the budget was spent before this claim.
-    SELECT coalesce(array_agg(f.id), '{}'),
-           jobs.tally(array_agg(f.kind), array_fill('exhausted'::text, ARRAY[count(*)::integer]), NULL, NULL, NULL,
-                      array_agg(date_part('epoch', now() - f.due_at)), array_agg(f.retry_count), array_agg(f.id))
-      INTO overspent, tallied
-      FROM failed_now AS f;
-
+    SELECT coalesce(array_agg(s.id ORDER BY s.id), '{}')
+      INTO overspent
+      FROM (SELECT o.id
+              FROM jobs.job AS o
+             WHERE o.status IN ('queued', 'enqueue_failed') AND o.retry_count > o.max_retries
+             ORDER BY o.id
+             LIMIT max_jobs
+               FOR UPDATE SKIP LOCKED) AS s;
     IF cardinality(overspent) > 0 THEN
-        woken := woken || ARRAY(SELECT w.woken_id FROM jobs.release_dependents(overspent) AS w);
+        woken := woken || jobs.end_unheld(overspent, 'exhausted', 'retry budget exhausted');
     END IF;
 
     RETURN QUERY SELECT * FROM unnest(requeued);

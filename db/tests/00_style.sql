@@ -97,6 +97,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.snooze_many(bigint[],text,bigint[],interval[],uuid[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,delays,tokens}', true),
     ('jobs.progress(bigint,text,bigint,jsonb,uuid)', 'jobs.heartbeat', '{job_id,worker,lease_version,progress,token}', true),
     ('jobs.requeue_failed(bigint[])', NULL, NULL, false),
+    ('jobs.end_unheld(bigint[],text,text)', NULL, NULL, false),
     ('jobs.hold_lease(text,bigint,text,bigint,uuid)', NULL, NULL, false),
     ('jobs.finish_lease(text,bigint,text,bigint,text,jsonb,text,uuid,interval)', NULL, NULL, false),
     ('jobs.replay_many(text,text,timestamp with time zone,integer)', 'setof jobs.signal', '{kind,error_like,failed_since,max_jobs}', true),

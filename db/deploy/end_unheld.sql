@@ -1,0 +1,63 @@
+-- Deploy jobfence:end_unheld to pg
+-- requires: job
+-- requires: event
+-- requires: tally
+-- requires: release_dependents
+BEGIN;
+-- Internal: the queued/enqueue_failed -> failed transition, set-based: the one door for
+-- ending a job nobody holds, the mirror of jobs.requeue_failed. jobs.cancel (reason
+-- cancelled) and jobs.reap (a spent budget: exhausted) call it; the caller has locked the
+-- rows. This function owns the SET list, the event rows, the tally (and with it the
+-- dead-letter page of an exhausted job) and the release of the jobs' dependents.
+CREATE OR REPLACE FUNCTION jobs.end_unheld(job_ids bigint[], reason text, error text)
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+DECLARE
+    ended_ids bigint[];
+    tallied integer;
+    dead_letter boolean := end_unheld.reason = 'exhausted';
+BEGIN
+    IF reason IS NULL OR reason NOT IN ('cancelled', 'exhausted') THEN
+        RAISE EXCEPTION 'jobs.end_unheld: reason must be cancelled or exhausted, got %', coalesce(reason, 'NULL')
+            USING ERRCODE = '22023', HINT = 'A job nobody holds ends cancelled (jobs.cancel) or exhausted (jobs.reap).';
+    END IF;
+    WITH before AS (
+        SELECT o.id, o.status FROM jobs.job AS o
+         WHERE o.id = ANY (end_unheld.job_ids) AND o.status IN ('queued', 'enqueue_failed')
+    ), ended AS (
+        UPDATE jobs.job AS j
+           SET status = 'failed', finished_at = now(), updated_at = now(),
+               -- A cancel says why; a spent budget keeps the last attempt's error, the useful one.
+               error = CASE WHEN dead_letter THEN coalesce(j.error, end_unheld.error) ELSE end_unheld.error END
+          FROM before AS b
+         WHERE j.id = b.id
+        RETURNING j.id, b.status AS was, j.lease_version, j.error, j.kind, j.due_at, j.retry_count
+    ), logged AS (
+        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason, error)
+        SELECT e.id, now(), e.was, 'failed', e.lease_version, end_unheld.reason, e.error FROM ended AS e
+    )
+    -- No attempt ended here (no run time). A cancellation is the caller's decision, counted
+    -- in cancelled alone; an exhausted job is a dead letter, timed from when it was due.
+    SELECT coalesce(array_agg(e.id ORDER BY e.id), '{}'),
+           jobs.tally(array_agg(e.kind), array_fill(end_unheld.reason, ARRAY[count(*)::integer]), NULL, NULL, NULL,
+                      CASE WHEN dead_letter THEN array_agg(date_part('epoch', now() - e.due_at)) END,
+                      CASE WHEN dead_letter THEN array_agg(e.retry_count) END,
+                      CASE WHEN dead_letter THEN array_agg(e.id) END)
+      INTO ended_ids, tallied
+      FROM ended AS e;
+    IF cardinality(ended_ids) = 0 THEN
+        RETURN '{}';
+    END IF;
+    -- Jobs that became claimable because these ended: a fan-in coordinator, the next of an
+    -- ordering key.
+    RETURN ARRAY(SELECT DISTINCT w.woken_id FROM jobs.release_dependents(ended_ids) AS w ORDER BY 1);
+END $$;
+COMMENT ON FUNCTION jobs.end_unheld(bigint[], text, text) IS
+    'Internal: queued/enqueue_failed -> failed for the given (locked) jobs, the one door for ending a job nobody holds: reason cancelled (jobs.cancel; error = the given reason) or exhausted (jobs.reap; the job keeps its last error, else the given one, and gets its dead-letter page); an event each, the tally, the dependents released. Returns the jobs it made claimable. 22023 for another reason. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.end_unheld(bigint[], text, text) FROM PUBLIC;
+COMMIT;

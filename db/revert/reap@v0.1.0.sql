@@ -1,0 +1,4 @@
+-- Revert jobfence:reap from pg
+BEGIN;
+DROP FUNCTION jobs.reap(integer);
+COMMIT;
