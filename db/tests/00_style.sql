@@ -2,7 +2,7 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(85);
+SELECT plan(88);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
@@ -346,6 +346,26 @@ SELECT is_empty($$ SELECT r.rolname FROM pg_roles AS r
                       AND (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolbypassrls) $$,
                 'style: the jobs_* roles carry no superuser, createrole, createdb or bypassrls attribute');
 SELECT schema_privs_are('jobs', 'public', ARRAY[]::text[], 'style: PUBLIC has no privilege on schema jobs');
+
+-- One door per transition (docs/sql-api.md, "Who writes a transition"): only the doors write
+-- jobs.event or change jobs.job.status (directly or through the view jobs.claimable), and
+-- only insert_jobs creates jobs.
+SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
+                  WHERE p.pronamespace = 'jobs'::regnamespace
+                    AND p.prosrc ~* 'INSERT\s+INTO\s+jobs\.event\M' $$,
+              ARRAY['cancel', 'end_unheld', 'finish_leases', 'grant_leases', 'insert_jobs',
+                    'mark_enqueue_failed', 'recover_enqueue_failed', 'requeue_failed'],
+              'style: only the transition doors (and cancel''s cancel_requested flag) write jobs.event');
+SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
+                  WHERE p.pronamespace = 'jobs'::regnamespace
+                    AND p.prosrc ~* 'UPDATE\s+jobs\.(job|claimable)\M[^;]*?\mSET\s((?!\m(WHERE|FROM|RETURNING)\M)[^;])*\mstatus\s*=' $$,
+              ARRAY['end_unheld', 'finish_leases', 'grant_leases', 'mark_enqueue_failed',
+                    'recover_enqueue_failed', 'requeue_failed'],
+              'style: only the transition doors change jobs.job.status');
+SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
+                  WHERE p.pronamespace = 'jobs'::regnamespace
+                    AND p.prosrc ~* '(INSERT\s+INTO|COPY)\s+jobs\.job\M' $$,
+              ARRAY['insert_jobs'], 'style: only insert_jobs creates jobs');
 
 SELECT * FROM finish();
 ROLLBACK;
