@@ -2,13 +2,16 @@
 -- requires: outcome
 -- requires: finish_leases
 -- requires: raise_lease_lost
+-- requires: verdict
 BEGIN;
 -- Internal: the single-lease exit behind jobs.complete, jobs.fail and jobs.snooze, the
 -- mirror of jobs.hold_lease. One item through finish_leases; a lease not held raises JB001
 -- (JB002 for an unknown job) naming the caller, so effects the caller wrote in the same
 -- transaction roll back with it (the batched forms report accepted = false instead).
+-- Expand and contract: this signature replaces the released one (verdict text), which
+-- stays until its callers have moved (contract_text_verdicts drops it).
 CREATE OR REPLACE FUNCTION jobs.finish_lease(caller text, job_id bigint, worker text, lease_version bigint,
-                                             verdict text, result jsonb, error text, token uuid,
+                                             verdict jobs.verdict, result jsonb, error text, token uuid,
                                              delay interval DEFAULT NULL)
 RETURNS jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -27,7 +30,7 @@ BEGIN
     END IF;
     RETURN answer;
 END $$;
-COMMENT ON FUNCTION jobs.finish_lease(text, bigint, text, bigint, text, jsonb, text, uuid, interval) IS
+COMMENT ON FUNCTION jobs.finish_lease(text, bigint, text, bigint, jobs.verdict, jsonb, text, uuid, interval) IS
     'Internal: end one lease through finish_leases (verdict done, retry, fatal or snooze); JB001/JB002 naming caller when it is not held. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.finish_lease(text, bigint, text, bigint, text, jsonb, text, uuid, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobs.finish_lease(text, bigint, text, bigint, jobs.verdict, jsonb, text, uuid, interval) FROM PUBLIC;
 COMMIT;

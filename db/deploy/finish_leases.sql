@@ -7,30 +7,31 @@
 -- requires: tally
 -- requires: lease_policy
 -- requires: lease_tokens
+-- requires: verdict
 BEGIN;
 -- The one exit from processing, the mirror of grant_leases. complete, complete_many, fail,
 -- fail_many and reap are thin callers: this function alone owns the authority predicate,
 -- the next-state rule, the SET list, the event rows and the wake-ups (docs/sql-api.md,
 -- "Leaving processing"). Item i is (job_ids[i], workers[i], lease_versions[i], verdicts[i],
--- results[i], errors[i]); verdicts: 'done' (a result), 'retry' (a failure that may be
--- retried), 'fatal' (a failure no retry can fix), 'expired' (the reaper took a lease whose
--- heartbeats stopped: due again at once), 'timeout' (the reaper took a lease that reached its
--- execution timeout: a failure, retried after the kind's backoff),
--- 'snooze' (not now: queued again after delays[i], the retry budget untouched, at most
--- jobs.max_snoozes() times per job; past that the job fails, so a job cannot snooze for
--- ever unnoticed).
+-- results[i], errors[i]); verdicts (jobs.verdict): done (a result), retry (a failure that
+-- may be retried), fatal (a failure no retry can fix), expired (the reaper took a lease whose
+-- heartbeats stopped: due again at once), timeout (the reaper took a lease that reached its
+-- execution timeout: a failure, retried after the kind's backoff), snooze (not now: queued
+-- again after delays[i], the retry budget untouched, at most jobs.max_snoozes() times per
+-- job; past that the job fails, so a job cannot snooze for ever unnoticed).
 -- Returns one outcome per item, in input order; accepted = false (nothing written) where
 -- the worker no longer holds that lease_version. A repeated id is applied once: the first
 -- item that holds the current lease. tokens[i]: the lease token the caller presented (NULL:
--- none); caller: the public function, named in errors. Except for the reaper's 'expired'
--- and 'timeout',
--- an item holds its lease only from the session role that claimed it (unless
--- lease_policy.bind_session_role is off) and with its lease token when one is given or
--- required (lease_policy.require_lease_token).
+-- none); caller: the public function, named in errors. An item holds its lease only from
+-- the session role that claimed it (unless lease_policy.bind_session_role is off) and with
+-- its lease token when one is given or required (lease_policy.require_lease_token). The one
+-- bypass is the reaper's: expired and timeout end a lease whoever holds it (jobs.reap has
+-- locked the expired rows), and only caller jobs.reap may pass them.
+-- Expand and contract: this signature replaces the released text[] one, which stays until
+-- its callers have moved (contract_text_verdicts drops it).
 CREATE OR REPLACE FUNCTION jobs.finish_leases(job_ids bigint[], workers text[], lease_versions bigint[],
-                                              verdicts text[], results jsonb[], errors text[],
-                                              tokens uuid[] DEFAULT NULL, caller text DEFAULT 'jobs.reap',
-                                              delays interval[] DEFAULT NULL)
+                                              verdicts jobs.verdict[], results jsonb[], errors text[],
+                                              tokens uuid[], caller text, delays interval[] DEFAULT NULL)
 RETURNS SETOF jobs.outcome
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -60,6 +61,14 @@ DECLARE
     too_big record;
     snooze_limit integer := jobs.max_snoozes();
 BEGIN
+    IF caller IS NULL OR array_position(finish_leases.verdicts, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'jobs.finish_leases: every item needs a verdict, and the call a caller'
+            USING ERRCODE = '22023', HINT = 'Pass the public function as caller and one jobs.verdict per item.';
+    END IF;
+    IF caller <> 'jobs.reap' AND ('expired' = ANY (finish_leases.verdicts) OR 'timeout' = ANY (finish_leases.verdicts)) THEN
+        RAISE EXCEPTION '%: the verdicts expired and timeout are the reaper''s', caller
+            USING ERRCODE = '22023', HINT = 'They skip the role and token checks: only jobs.reap, which has locked the expired leases, may pass them.';
+    END IF;
     -- Caps on what an outcome may store, checked before anything is written. A number
     -- beyond the IEEE-754 double range would leave the result unreadable by the producer's
     -- JSON reader: refused as a payload's is (insert_jobs says why the text is tested first).
@@ -113,6 +122,7 @@ BEGIN
         rounds := rounds + 1;
         WITH input AS (
             SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord, i.delay,
+                   i.verdict IN ('expired', 'timeout') AS by_reaper,
                    i.verdict IN ('expired', 'timeout')
                    OR CASE WHEN i.token IS NULL THEN NOT require_token ELSE i.token = i.expected END AS token_ok
               FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
@@ -160,7 +170,7 @@ BEGIN
                       AND j.lease_version = i.lease_version
                       -- Who may write: the claiming session role (one lease_version has one
                       -- claim, so the UPDATE's lease_version re-check covers it too).
-                      AND (i.verdict IN ('expired', 'timeout') OR NOT bind_role OR j.claim_role = me)
+                      AND (i.by_reaper OR NOT bind_role OR j.claim_role = me)
                     LIMIT 1) AS cur
              WHERE i.token_ok
              ORDER BY i.id, i.ord
@@ -259,7 +269,7 @@ BEGIN
       LEFT JOIN wake AS wk ON wk.source_id = i.id
      ORDER BY i.ord;
 END $$;
-COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text, interval[]) IS
-    'Internal: the one exit from processing (done, retry with backoff, snoozed, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB, 22003 when a result holds a number beyond the IEEE-754 double range. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], text[], jsonb[], text[], uuid[], text, interval[]) FROM PUBLIC;
+COMMENT ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], jobs.verdict[], jsonb[], text[], uuid[], text, interval[]) IS
+    'Internal: the one exit from processing (done, retry with backoff, snoozed, exhausted, failed, cancelled, reaped) for items whose worker still holds the lease (from the claiming session role, with its lease token when given or required); one outcome per item. 22023 when a result exceeds 1 MiB or an error 64 KiB, a verdict or the caller is NULL, or a caller other than jobs.reap passes expired or timeout; 22003 when a result holds a number beyond the IEEE-754 double range. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.finish_leases(bigint[], text[], bigint[], jobs.verdict[], jsonb[], text[], uuid[], text, interval[]) FROM PUBLIC;
 COMMIT;

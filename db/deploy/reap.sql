@@ -14,7 +14,7 @@ DECLARE
     expired_ids bigint[];
     owners text[];
     versions bigint[];
-    verdicts text[];
+    verdicts jobs.verdict[];
     errors text[];
     n integer;
     requeued jobs.signal[] := '{}';
@@ -35,7 +35,7 @@ BEGIN
     -- cap lost its heartbeats (a crashed worker): due again at once, for the recovery bound.
     SELECT coalesce(array_agg(e.id ORDER BY e.id), '{}'), coalesce(array_agg(e.owned_by ORDER BY e.id), '{}'),
            coalesce(array_agg(e.lease_version ORDER BY e.id), '{}'),
-           coalesce(array_agg(CASE WHEN e.timed_out THEN 'timeout' ELSE 'expired' END ORDER BY e.id), '{}'),
+           coalesce(array_agg(CASE WHEN e.timed_out THEN 'timeout' ELSE 'expired' END::jobs.verdict ORDER BY e.id), '{}'),
            coalesce(array_agg(CASE WHEN e.timed_out THEN format('timeout after %s', e.timeout) ELSE 'lease expired' END
                               ORDER BY e.id), '{}')
       INTO expired_ids, owners, versions, verdicts, errors
@@ -54,7 +54,7 @@ BEGIN
                coalesce(array_agg(DISTINCT w.woken_id) FILTER (WHERE w.woken_id IS NOT NULL), '{}')
           INTO requeued, woken
           FROM jobs.finish_leases(expired_ids, owners, versions, verdicts,
-                                  array_fill(NULL::jsonb, ARRAY[n]), errors) AS o
+                                  array_fill(NULL::jsonb, ARRAY[n]), errors, NULL, 'jobs.reap') AS o
           JOIN jobs.job AS j ON j.id = o.job_id
           LEFT JOIN LATERAL unnest(o.wake) AS w(woken_id) ON true;
     END IF;

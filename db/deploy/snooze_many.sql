@@ -2,6 +2,7 @@
 -- requires: outcome
 -- requires: finish_leases
 -- requires: check_worker
+-- requires: verdict
 BEGIN;
 -- jobs.snooze for a batch, in one statement: the worker reports its snoozes with the rest
 -- of a flush. Like complete_many, a lost lease is accepted = false, not an error.
@@ -30,7 +31,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT * FROM jobs.finish_leases(job_ids, array_fill(worker, ARRAY[n]), lease_versions,
-                                     array_fill('snooze'::text, ARRAY[n]), array_fill(NULL::jsonb, ARRAY[n]),
+                                     array_fill('snooze'::jobs.verdict, ARRAY[n]), array_fill(NULL::jsonb, ARRAY[n]),
                                      array_fill(NULL::text, ARRAY[n]), tokens, 'jobs.snooze_many', delays);
 END $$;
 COMMENT ON FUNCTION jobs.snooze_many(bigint[], text, bigint[], interval[], uuid[]) IS

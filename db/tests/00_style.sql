@@ -2,7 +2,7 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(88);
+SELECT plan(91);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
@@ -49,7 +49,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.own_jobs_only(boolean)', NULL, NULL, false),
     ('jobs.key_owner()', NULL, NULL, false),
     ('jobs.parse_timestamptz(text)', NULL, NULL, false),
-    ('jobs.finish_leases(bigint[],text[],bigint[],text[],jsonb[],text[],uuid[],text,interval[])', NULL, NULL, false),
+    ('jobs.finish_leases(bigint[],text[],bigint[],jobs.verdict[],jsonb[],text[],uuid[],text,interval[])', NULL, NULL, false),
     ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),
     ('jobs.with_lease_tokens(jobs.lease[])', NULL, NULL, false),
     ('jobs.extend_leases(bigint[],text,bigint[],uuid[])', NULL, NULL, false),
@@ -99,7 +99,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.requeue_failed(bigint[])', NULL, NULL, false),
     ('jobs.end_unheld(bigint[],text,text)', NULL, NULL, false),
     ('jobs.hold_lease(text,bigint,text,bigint,uuid)', NULL, NULL, false),
-    ('jobs.finish_lease(text,bigint,text,bigint,text,jsonb,text,uuid,interval)', NULL, NULL, false),
+    ('jobs.finish_lease(text,bigint,text,bigint,jobs.verdict,jsonb,text,uuid,interval)', NULL, NULL, false),
     ('jobs.replay_many(text,text,timestamp with time zone,integer)', 'setof jobs.signal', '{kind,error_like,failed_since,max_jobs}', true),
     ('jobs.histogram_quantile(bigint[],double precision)', NULL, NULL, false);
 
@@ -280,6 +280,18 @@ SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs
 SELECT has_enum('jobs', 'status', 'style: enum jobs.status exists');
 SELECT enum_has_labels('jobs', 'status', ARRAY['queued', 'processing', 'done', 'failed', 'enqueue_failed'],
                        'style: jobs.status has exactly queued, processing, done, failed, enqueue_failed in that order');
+
+-- the verdict enum: how a lease ends, typed, so no misspelt verdict becomes a retry; and
+-- finish_leases has no default caller (the reaper's bypass is asked for by name).
+SELECT enum_has_labels('jobs', 'verdict', ARRAY['done', 'retry', 'fatal', 'snooze', 'expired', 'timeout'],
+                       'style: jobs.verdict has exactly done, retry, fatal, snooze, expired, timeout in that order');
+SELECT is((SELECT pronargdefaults FROM pg_proc
+            WHERE oid = 'jobs.finish_leases(bigint[],text[],bigint[],jobs.verdict[],jsonb[],text[],uuid[],text,interval[])'::regprocedure),
+          1::smallint, 'style: finish_leases defaults only its delays: every caller names itself');
+SELECT is_empty($$ SELECT p.oid::regprocedure::text FROM pg_proc AS p
+                    WHERE p.pronamespace = 'jobs'::regnamespace AND p.proname IN ('finish_leases', 'finish_lease')
+                      AND NOT (p.proargtypes::oid[] && ARRAY['jobs.verdict'::regtype::oid, 'jobs.verdict[]'::regtype::oid]) $$,
+                'style: no form of finish_leases or finish_lease takes its verdicts as text');
 
 -- composite types, attributes by name and type in order.
 CREATE TEMP VIEW type_attrs AS

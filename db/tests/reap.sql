@@ -3,7 +3,7 @@
 -- when heartbeats stopped; the kind's backoff, reason timed_out, error 'timeout after ...' at the timeout;
 -- queued/enqueue_failed -> failed when retry_count > max_retries), §4 (signal rows, cancel), §5.
 BEGIN;
-SELECT plan(33);
+SELECT plan(39);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -140,6 +140,34 @@ SELECT throws_ok($$ SELECT * FROM jobs.reap(NULL) $$, '22023', NULL, 'reap: max_
 
 SELECT is(pg_temp.error_of('SELECT * FROM jobs.reap(0)'), '22023 jobs.reap hint=true',
     'reap: the 22023 message names jobs.reap and carries a HINT');
+
+-- The reaper's bypass is asked for by name: finish_leases takes expired and timeout from
+-- jobs.reap alone, refuses a NULL verdict or caller, and end_unheld only its two reasons.
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.bypass', lease_timeout => '1 minute');
+    PERFORM pg_temp.job('bypass', 'tc.bypass');
+    PERFORM jobs.claim(pg_temp.id('bypass'), 'w-bypass');
+END $$;
+SELECT throws_ok($$ SELECT * FROM jobs.finish_leases(ARRAY[pg_temp.id('bypass')], ARRAY['someone-else'], ARRAY[1::bigint],
+                                                    ARRAY['expired'::jobs.verdict], ARRAY[NULL::jsonb], ARRAY['x'],
+                                                    NULL, 'jobs.complete_many') $$,
+                 '22023', 'jobs.complete_many: the verdicts expired and timeout are the reaper''s',
+                 'finish_leases: expired from a caller other than jobs.reap -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.finish_leases(ARRAY[pg_temp.id('bypass')], ARRAY['w-bypass'], ARRAY[1::bigint],
+                                                    ARRAY[NULL::jobs.verdict], ARRAY[NULL::jsonb], ARRAY['x'],
+                                                    NULL, 'jobs.fail_many') $$,
+                 '22023', NULL, 'finish_leases: a NULL verdict -> 22023, not a retry');
+SELECT throws_ok($$ SELECT * FROM jobs.finish_leases(ARRAY[pg_temp.id('bypass')], ARRAY['w-bypass'], ARRAY[1::bigint],
+                                                    ARRAY['done'::jobs.verdict], ARRAY[NULL::jsonb], ARRAY[NULL::text],
+                                                    NULL, NULL) $$,
+                 '22023', NULL, 'finish_leases: no caller -> 22023');
+SELECT throws_ok($$ SELECT * FROM jobs.finish_leases(ARRAY[pg_temp.id('bypass')], ARRAY['w-bypass'], ARRAY[1::bigint],
+                                                    '{dnoe}', ARRAY[NULL::jsonb], ARRAY[NULL::text], NULL, 'x') $$,
+                 '22P02', NULL, 'finish_leases: a misspelt verdict is an error where it is written');
+SELECT is((SELECT status FROM jobs.job WHERE id = pg_temp.id('bypass')), 'processing'::jobs.status,
+          'finish_leases: the refused calls changed nothing');
+SELECT throws_ok($$ SELECT jobs.end_unheld(ARRAY[pg_temp.id('bypass')], 'retried', 'x') $$, '22023', NULL,
+                 'end_unheld: a reason other than cancelled or exhausted -> 22023');
 
 -- roles: reaping is an admin task
 SET LOCAL ROLE jobs_worker;

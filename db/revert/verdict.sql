@@ -1,0 +1,4 @@
+-- Revert jobfence:verdict from pg
+BEGIN;
+DROP TYPE jobs.verdict;
+COMMIT;
