@@ -2,7 +2,6 @@
 -- requires: outcome
 -- requires: finish_leases
 -- requires: check_worker
--- requires: verdict
 BEGIN;
 -- jobs.complete_many with the lease token of each item.
 CREATE OR REPLACE FUNCTION jobs.complete_many(job_ids bigint[], worker text, lease_versions bigint[], results jsonb[], tokens uuid[])
@@ -29,7 +28,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT * FROM jobs.finish_leases(job_ids, array_fill(worker, ARRAY[n]), lease_versions,
-                                     array_fill('done'::jobs.verdict, ARRAY[n]),
+                                     array_fill('done'::text, ARRAY[n]),
                                      coalesce(results, array_fill(NULL::jsonb, ARRAY[n])),
                                      array_fill(NULL::text, ARRAY[n]), tokens, 'jobs.complete_many');
 END $$;

@@ -1,9 +1,10 @@
 -- Deploy jobfence:contract_text_verdicts to pg
 -- requires: finish_leases
 -- requires: finish_lease
--- requires: complete_many_with_token
--- requires: fail_many_with_token
--- requires: fail_with_token
+-- requires: complete
+-- requires: complete_many
+-- requires: fail
+-- requires: fail_many
 -- requires: snooze_many
 -- requires: reap
 BEGIN;

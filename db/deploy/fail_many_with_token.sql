@@ -2,7 +2,6 @@
 -- requires: outcome
 -- requires: finish_leases
 -- requires: check_worker
--- requires: verdict
 BEGIN;
 -- jobs.fail_many with the lease token of each item.
 CREATE OR REPLACE FUNCTION jobs.fail_many(job_ids bigint[], worker text, lease_versions bigint[],
@@ -41,7 +40,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT * FROM jobs.finish_leases(job_ids, array_fill(worker, ARRAY[n]), lease_versions,
-                                     ARRAY(SELECT CASE WHEN r THEN 'retry' ELSE 'fatal' END::jobs.verdict
+                                     ARRAY(SELECT CASE WHEN r THEN 'retry' ELSE 'fatal' END
                                              FROM unnest(retryable) WITH ORDINALITY AS u(r, ord) ORDER BY u.ord),
                                      array_fill(NULL::jsonb, ARRAY[n]), errors, tokens, 'jobs.fail_many');
 END $$;

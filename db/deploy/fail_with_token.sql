@@ -2,7 +2,6 @@
 -- requires: outcome
 -- requires: finish_lease
 -- requires: check_worker
--- requires: verdict
 BEGIN;
 -- jobs.fail with the lease token the claim returned.
 CREATE OR REPLACE FUNCTION jobs.fail(job_id bigint, worker text, lease_version bigint, error text, retryable boolean, token uuid)
@@ -23,7 +22,7 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Use false for permanent errors that no retry can fix.';
     END IF;
     RETURN jobs.finish_lease('jobs.fail', job_id, worker, lease_version,
-                             CASE WHEN retryable THEN 'retry' ELSE 'fatal' END::jobs.verdict, NULL, error, token);
+                             CASE WHEN retryable THEN 'retry' ELSE 'fatal' END, NULL, error, token);
 END $$;
 COMMENT ON FUNCTION jobs.fail(bigint, text, bigint, text, boolean, uuid) IS
     'jobs.fail presenting the lease token from claim_*_with_token: JB001 (nothing written) also when token is not the lease''s. 22023 for an error over 64 KiB.';

@@ -2,6 +2,7 @@
 -- requires: outcome
 -- requires: finish_leases
 -- requires: check_worker
+-- requires: finish_lease
 -- requires: verdict
 BEGIN;
 -- jobs.snooze for a batch, in one statement: the worker reports its snoozes with the rest

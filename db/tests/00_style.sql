@@ -2,7 +2,7 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(91);
+SELECT plan(89);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
@@ -24,10 +24,6 @@ INSERT INTO expected_fn VALUES
     ('jobs.claim(bigint,text,text[])', 'setof jobs.lease', '{job_id,worker,queues}', true),
     ('jobs.claim_many(bigint[],text,text[])', 'setof jobs.lease', '{job_ids,worker,queues}', true),
     ('jobs.claim_next(text,text[],integer)', 'setof jobs.lease', '{worker,queues,max_jobs}', true),
-    ('jobs.heartbeat(bigint,text,bigint)', 'jobs.heartbeat', '{job_id,worker,lease_version}', true),
-    ('jobs.complete(bigint,text,bigint,jsonb)', 'jobs.outcome', '{job_id,worker,lease_version,result}', true),
-    ('jobs.complete_many(bigint[],text,bigint[],jsonb[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,results}', true),
-    ('jobs.fail(bigint,text,bigint,text,boolean)', 'jobs.outcome', '{job_id,worker,lease_version,error,retryable}', true),
     ('jobs.reap(integer)', 'setof jobs.signal', '{max_jobs}', true),
     ('jobs.cancel(bigint,text)', 'jobs.outcome', '{job_id,reason}', true),
     ('jobs.replay(bigint)', 'boolean', '{job_id}', true),
@@ -38,8 +34,6 @@ INSERT INTO expected_fn VALUES
     ('jobs.get(bigint)', 'jobs.job', '{job_id}', true),
     ('jobs.events(bigint)', 'setof jobs.event', '{job_id}', true),
     ('jobs.children(bigint)', 'setof jobs.job', '{job_id}', true),
-    ('jobs.fail_many(bigint[],text,bigint[],text[],boolean[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,errors,retryable}', true),
-    ('jobs.heartbeat_many(bigint[],text,bigint[])', 'TABLE(job_id bigint, held boolean, alive boolean, cancel_requested boolean, lease_expires_at timestamp with time zone)', '{job_ids,worker,lease_versions,job_id,held,alive,cancel_requested,lease_expires_at}', true),
     ('jobs.signals(bigint[])', 'setof jobs.signal', '{job_ids}', true),
     ('jobs.queues()', 'TABLE(queue text)', '{queue}', true),
     ('jobs.types()', 'setof jobs.job_type', NULL, true),
@@ -223,10 +217,26 @@ SELECT has_function('jobs', 'recover_enqueue_failed', ARRAY['integer'], 'style: 
 SELECT has_function('jobs', 'claim', ARRAY['bigint','text','text[]'], 'style: jobs.claim(bigint, text, text[]) exists');
 SELECT has_function('jobs', 'claim_many', ARRAY['bigint[]','text','text[]'], 'style: jobs.claim_many(bigint[], text, text[]) exists');
 SELECT has_function('jobs', 'claim_next', ARRAY['text','text[]','integer'], 'style: jobs.claim_next(text, text[], integer) exists');
-SELECT has_function('jobs', 'heartbeat', ARRAY['bigint','text','bigint'], 'style: jobs.heartbeat(bigint, text, bigint) exists');
-SELECT has_function('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb'], 'style: jobs.complete(bigint, text, bigint, jsonb) exists');
-SELECT has_function('jobs', 'complete_many', ARRAY['bigint[]','text','bigint[]','jsonb[]'], 'style: jobs.complete_many(bigint[], text, bigint[], jsonb[]) exists');
-SELECT has_function('jobs', 'fail', ARRAY['bigint','text','bigint','text','boolean'], 'style: jobs.fail(bigint, text, bigint, text, boolean) exists');
+-- One token convention (docs/design.md, "Lease tokens"): every write to a held lease takes
+-- its token last, defaulting to NULL, and no token-less overload is left; the calls of the
+-- first release, without a token, still resolve (PREPARE resolves without running).
+SELECT is_empty($$ SELECT p.oid::regprocedure::text FROM pg_proc AS p
+                    WHERE p.pronamespace = 'jobs'::regnamespace
+                      AND p.proname IN ('complete', 'complete_many', 'fail', 'fail_many', 'heartbeat', 'heartbeat_many',
+                                        'snooze', 'snooze_many', 'progress')
+                      AND NOT (p.pronargdefaults >= 1 AND p.proargnames[p.pronargs] IN ('token', 'tokens')
+                               AND p.proargtypes[p.pronargs - 1] IN ('uuid'::regtype, 'uuid[]'::regtype)) $$,
+                'style: every lease write takes token/tokens last, with a default, and has no other form');
+SELECT lives_ok($$ PREPARE tokenless AS
+                   SELECT jobs.heartbeat(1, 'w', 1), jobs.complete(1, 'w', 1), jobs.complete(1, 'w', 1, '{}'),
+                          jobs.complete_many(ARRAY[1::bigint], 'w', ARRAY[1::bigint], ARRAY[NULL::jsonb]),
+                          jobs.fail(1, 'w', 1, 'e'), jobs.fail(1, 'w', 1, 'e', false),
+                          jobs.fail_many(ARRAY[1::bigint], 'w', ARRAY[1::bigint], ARRAY['e'], ARRAY[true]),
+                          jobs.heartbeat_many(ARRAY[1::bigint], 'w', ARRAY[1::bigint]),
+                          jobs.snooze(1, 'w', 1, '1 minute'), jobs.progress(1, 'w', 1, '{}'),
+                          jobs.complete(job_id => 1, worker => 'w', lease_version => 1, result => '{}') $$,
+                'style: the token-less calls of the first release resolve, by position and by name');
+DEALLOCATE tokenless;
 SELECT has_function('jobs', 'reap', ARRAY['integer'], 'style: jobs.reap(integer) exists');
 SELECT has_function('jobs', 'cancel', ARRAY['bigint','text'], 'style: jobs.cancel(bigint, text) exists');
 SELECT has_function('jobs', 'replay', ARRAY['bigint'], 'style: jobs.replay(bigint) exists');
@@ -246,10 +256,10 @@ SELECT function_returns('jobs', 'recover_enqueue_failed', ARRAY['integer'], 'set
 SELECT function_returns('jobs', 'claim', ARRAY['bigint','text','text[]'], 'setof jobs.lease', 'style: claim returns SETOF jobs.lease');
 SELECT function_returns('jobs', 'claim_many', ARRAY['bigint[]','text','text[]'], 'setof jobs.lease', 'style: claim_many returns SETOF jobs.lease');
 SELECT function_returns('jobs', 'claim_next', ARRAY['text','text[]','integer'], 'setof jobs.lease', 'style: claim_next returns SETOF jobs.lease');
-SELECT function_returns('jobs', 'heartbeat', ARRAY['bigint','text','bigint'], 'jobs.heartbeat', 'style: heartbeat returns jobs.heartbeat');
-SELECT function_returns('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb'], 'jobs.outcome', 'style: complete returns jobs.outcome');
-SELECT function_returns('jobs', 'complete_many', ARRAY['bigint[]','text','bigint[]','jsonb[]'], 'setof jobs.outcome', 'style: complete_many returns SETOF jobs.outcome');
-SELECT function_returns('jobs', 'fail', ARRAY['bigint','text','bigint','text','boolean'], 'jobs.outcome', 'style: fail returns jobs.outcome');
+SELECT function_returns('jobs', 'heartbeat', ARRAY['bigint','text','bigint','uuid'], 'jobs.heartbeat', 'style: heartbeat returns jobs.heartbeat');
+SELECT function_returns('jobs', 'complete', ARRAY['bigint','text','bigint','jsonb','uuid'], 'jobs.outcome', 'style: complete returns jobs.outcome');
+SELECT function_returns('jobs', 'complete_many', ARRAY['bigint[]','text','bigint[]','jsonb[]','uuid[]'], 'setof jobs.outcome', 'style: complete_many returns SETOF jobs.outcome');
+SELECT function_returns('jobs', 'fail', ARRAY['bigint','text','bigint','text','boolean','uuid'], 'jobs.outcome', 'style: fail returns jobs.outcome');
 SELECT function_returns('jobs', 'reap', ARRAY['integer'], 'setof jobs.signal', 'style: reap returns SETOF jobs.signal');
 SELECT function_returns('jobs', 'cancel', ARRAY['bigint','text'], 'jobs.outcome', 'style: cancel returns jobs.outcome');
 SELECT function_returns('jobs', 'replay', ARRAY['bigint'], 'boolean', 'style: replay returns boolean');

@@ -1,5 +1,7 @@
 -- Verify jobfence:complete_many on pg
--- Raises when the function is missing or not a pinned SECURITY DEFINER.
+-- Raises unless the one form is there (a pinned SECURITY DEFINER whose token defaults to
+-- NULL) and the token-less overload is gone.
 SELECT 1 / count(*) FROM pg_catalog.pg_proc
- WHERE oid = 'jobs.complete_many(bigint[], text, bigint[], jsonb[])'::regprocedure
+ WHERE oid = 'jobs.complete_many(bigint[], text, bigint[], jsonb[], uuid[])'::regprocedure AND pronargdefaults = 1
    AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];
+SELECT 1 / (to_regprocedure('jobs.complete_many(bigint[], text, bigint[], jsonb[])') IS NULL)::int;

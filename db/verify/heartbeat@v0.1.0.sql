@@ -1,5 +1,5 @@
--- Verify jobfence:complete_many_with_token on pg
+-- Verify jobfence:heartbeat on pg
 -- Raises when the function is missing or not a pinned SECURITY DEFINER.
 SELECT 1 / count(*) FROM pg_catalog.pg_proc
- WHERE oid = 'jobs.complete_many(bigint[], text, bigint[], jsonb[], uuid[])'::regprocedure
+ WHERE oid = 'jobs.heartbeat(bigint, text, bigint)'::regprocedure
    AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];

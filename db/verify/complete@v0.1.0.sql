@@ -1,5 +1,5 @@
--- Verify jobfence:fail_with_token on pg
+-- Verify jobfence:complete on pg
 -- Raises when the function is missing or not a pinned SECURITY DEFINER.
 SELECT 1 / count(*) FROM pg_catalog.pg_proc
- WHERE oid = 'jobs.fail(bigint, text, bigint, text, boolean, uuid)'::regprocedure
+ WHERE oid = 'jobs.complete(bigint, text, bigint, jsonb)'::regprocedure
    AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];

@@ -1,5 +1,5 @@
--- Verify jobfence:fail_many_with_token on pg
+-- Verify jobfence:fail_many on pg
 -- Raises when the function is missing or not a pinned SECURITY DEFINER.
 SELECT 1 / count(*) FROM pg_catalog.pg_proc
- WHERE oid = 'jobs.fail_many(bigint[], text, bigint[], text[], boolean[], uuid[])'::regprocedure
+ WHERE oid = 'jobs.fail_many(bigint[], text, bigint[], text[], boolean[])'::regprocedure
    AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];

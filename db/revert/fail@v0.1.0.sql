@@ -1,0 +1,4 @@
+-- Revert jobfence:fail from pg
+BEGIN;
+DROP FUNCTION jobs.fail(bigint, text, bigint, text, boolean);
+COMMIT;

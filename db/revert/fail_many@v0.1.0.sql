@@ -1,0 +1,4 @@
+-- Revert jobfence:fail_many from pg
+BEGIN;
+DROP FUNCTION jobs.fail_many(bigint[], text, bigint[], text[], boolean[]);
+COMMIT;
