@@ -10,7 +10,8 @@
 -- requires: verdict
 BEGIN;
 -- The one exit from processing, the mirror of grant_leases. complete, complete_many, fail,
--- fail_many and reap are thin callers: this function alone owns the authority predicate,
+-- fail_many, snooze, snooze_many (the single forms through finish_lease) and reap are thin
+-- callers: this function alone owns the authority predicate,
 -- the next-state rule, the SET list, the event rows and the wake-ups (docs/sql-api.md,
 -- "Leaving processing"). Item i is (job_ids[i], workers[i], lease_versions[i], verdicts[i],
 -- results[i], errors[i]); verdicts (jobs.verdict): done (a result), retry (a failure that
