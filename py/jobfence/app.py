@@ -191,7 +191,8 @@ class App:
         schedule; ``missed`` says what runs after downtime: ``"once"`` (the latest missed
         tick) or ``"skip"`` (nothing until the next tick). Workers upsert the schedules at
         start, with the kinds (docs/python.md, "Periodic jobs")."""
-        from .schedules import NAME, check
+        from .names import NAME
+        from .schedules import check
 
         cron = check(cron, timezone, missed)
 

@@ -29,7 +29,7 @@ from . import sql
 from .db import Database, listen_url
 from .observe import process as metrics
 from .transport import MAX_JOB_ID, Transport, key_text
-from .worker import Backoff
+from .retry import Backoff
 
 logger = logging.getLogger("jobfence.relay")
 

@@ -15,7 +15,6 @@ as missed during downtime and the schedule resumes with its next tick.
 from __future__ import annotations
 
 import logging
-import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -32,7 +31,6 @@ from .rows import Signal
 logger = logging.getLogger("jobfence.schedules")
 
 MISSED_POLICIES = ("once", "skip")
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
 CRON_HINT = ("5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, "
              "e.g. '*/5 * * * *', '0 3 * * MON', '*/10 * * * * *'")
 LATE_AFTER_MIN = 60.0

@@ -163,7 +163,7 @@ def test_the_reaper_says_when_postgresql_went_away_between_two_ticks(procs, cutt
 def test_reconnect_backoff_doubles_to_its_cap_with_jitter():
     """Workers that lost PostgreSQL together must not retry together: every delay lies
     between half and all of its doubling step, and two backoffs do not agree."""
-    from jobfence.worker import Backoff
+    from jobfence.retry import Backoff
 
     steps = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
     runs = [[b.next() for _ in steps] for b in (Backoff(0.1, 5.0) for _ in range(20))]

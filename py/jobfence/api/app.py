@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -23,7 +23,6 @@ from .hosts import HostGuard, HostPolicy
 from .metrics import ApiMetrics
 from .middleware import BodyLimit, HeadAsGet, Observe
 from .waiters import Waiters
-from ..ui import install as install_ui
 
 # Bodies over this are refused unread: 1000 specs of identifiers fit many times over; data
 # belongs in storage, referenced from the payload.
@@ -61,7 +60,10 @@ class Settings:
     on_ready: Callable[[], None] | None = None
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None,
+               mounts: Sequence[Callable[[FastAPI], None]] = ()) -> FastAPI:
+    """The HTTP API. ``mounts`` add routes beside it (the dashboard: jobfence.web composes
+    the two), before the middleware, so the host check and the body cap cover them too."""
     settings = settings or Settings()
     api_metrics = ApiMetrics()
 
@@ -131,7 +133,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(routes.router)
     app.include_router(routes_schedules.router)
     app.include_router(routes_queues.router)
-    install_ui(app)
+    for mount in mounts:
+        mount(app)
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        timeout=settings.body_timeout)

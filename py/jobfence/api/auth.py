@@ -84,7 +84,7 @@ class Authenticator:
 _bearer = HTTPBearer(auto_error=False, description="A token of JOBFENCE_API_TOKENS.")
 
 
-def _presented(request: Request) -> str | None:
+def presented_token(request: Request) -> str | None:
     scheme, _, credentials = (request.headers.get("authorization") or "").partition(" ")
     return credentials.strip() if scheme.lower() == "bearer" else None
 
@@ -92,7 +92,7 @@ def _presented(request: Request) -> str | None:
 def authorize(request: Request, scope: str) -> str:
     """The scope the request holds: 401 without a known token, 403 when it lacks ``scope``."""
     auth: Authenticator = request.app.state.auth
-    held = auth.scope_of(_presented(request))
+    held = auth.scope_of(presented_token(request))
     if held is None:
         raise ApiProblem(401, "unauthorized",
                          "a valid bearer token is required: Authorization: Bearer TOKEN",

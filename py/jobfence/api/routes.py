@@ -4,7 +4,6 @@ statements of ``jobfence.sql``: nothing here decides a job's state."""
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Optional
 from urllib.parse import urlencode
 
@@ -13,6 +12,7 @@ from starlette.responses import Response
 
 from .. import redact
 from ..aio import AsyncClient
+from ..names import NAME, name_hint
 from ..transport import MAX_JOB_ID
 from . import schemas as s
 from .auth import ADMIN, PRODUCER, require
@@ -24,10 +24,7 @@ TERMINAL = ("done", "failed")
 MAX_WAIT = 60.0
 NOT_ENQUEUED = ("the job is committed but its signal could not be pushed to Redis: it is "
                 "enqueue_failed, and the reaper will signal it once Redis answers")
-# The SQL's rule for kind names (jobs.submit refuses others with 22023); a filter that no
-# kind can match is the same typo, and answered the same way rather than with an empty page.
-KIND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
-KIND_HINT = "Kind names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit."
+KIND_HINT = name_hint("Kind")
 
 router = APIRouter(route_class=GuardedRoute)
 producer = Depends(require(PRODUCER))
@@ -263,7 +260,7 @@ async def list_jobs(request: Request,
                                                         description="Only jobs of this "
                                                         "ordering key, every status."),
                     _scope=producer):
-    if kind is not None and not KIND_NAME.fullmatch(kind):
+    if kind is not None and not NAME.fullmatch(kind):
         raise ApiProblem(400, "invalid_parameter_value",
                          f"jobs.list_jobs: kind {kind[:200]!r} is malformed",
                          sqlstate="22023", hint=KIND_HINT,

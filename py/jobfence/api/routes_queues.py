@@ -3,11 +3,10 @@ one call of the AsyncClient; a resume also signals the queue's waiting jobs at o
 
 from __future__ import annotations
 
-import re
-
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import Field
 
+from ..names import NAME, name_hint
 from .auth import ADMIN, require
 from .guard import GuardedRoute
 from .problems import ApiProblem
@@ -18,10 +17,7 @@ from .schemas import Answer
 router = APIRouter(route_class=GuardedRoute)
 admin = Depends(require(ADMIN))
 
-# The SQL's rule for queue names (jobs.pause refuses others with 22023), checked here too so
-# a typo is a 400 before any statement runs.
-QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
-QUEUE_HINT = "Queue names are 1-128 of A-Z a-z 0-9 _ . : / - starting with a letter or digit."
+QUEUE_HINT = name_hint("Queue")
 QueueName = Path(description="The queue's name: 1-128 of A-Z a-z 0-9 _ . : / - starting with a "
                              "letter or digit.")
 
@@ -39,7 +35,7 @@ class ResumeAnswer(PauseAnswer):
 
 
 def _checked(queue: str) -> str:
-    if not QUEUE_NAME.fullmatch(queue):
+    if not NAME.fullmatch(queue):
         raise ApiProblem(400, "invalid_parameter_value", f"queue {queue[:200]!r} is malformed",
                          sqlstate="22023", hint=QUEUE_HINT,
                          errors=[{"location": "path.queue", "message": "malformed queue"}])

@@ -160,10 +160,11 @@ def api(ctx, host, port, no_auth, max_body_bytes, pool_size, allowed_hosts, allo
     each token at least 16 characters.
     """
     require_extra("api", "api")
-    from ..api import Settings, create_app, openapi_text
+    from ..api import Settings, openapi_text
     from ..api.app import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
     from ..api.hosts import LOOPBACK_NAMES
     from ..api.serve import DEFAULT_HEADER_TIMEOUT, server_config
+    from ..web import create_app
 
     if print_openapi:
         click.echo(openapi_text(), nl=False)

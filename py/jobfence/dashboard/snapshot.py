@@ -28,6 +28,13 @@ class Snapshot:
     # when the wall clock is adjusted.
     monotonic: float = field(default_factory=time.monotonic)
 
+    @classmethod
+    def from_rows(cls, since: float, depth, metrics) -> "Snapshot":
+        """A snapshot of the rows of ``jobs.queue_depth`` and ``jobs.metrics`` as read, by
+        the terminal dashboard and the web one alike."""
+        return cls(since=float(since), depth=[_plain(r) for r in depth],
+                   metrics=[_plain(r) for r in metrics])
+
     def to_json(self) -> dict:
         return {"since_seconds": self.since, "taken_at": self.taken_at.isoformat(),
                 "queue_depth": self.depth, "metrics": self.metrics}
@@ -88,8 +95,7 @@ class Reader:
         except psycopg.OperationalError:
             self.close()
             raise
-        return Snapshot(since=float(since), depth=[_plain(r) for r in depth],
-                        metrics=[_plain(r) for r in metrics])
+        return Snapshot.from_rows(since, depth, metrics)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from .. import redact, rows, sql
 from ..aio import AsyncClient
-from ..dashboard.snapshot import Snapshot, _plain
+from ..dashboard.snapshot import Snapshot
 from ..errors import translate
 
 # The window of the overview's per-kind figures, as `jobfence top`'s default.
@@ -110,8 +110,7 @@ async def overview(client: AsyncClient, since: float = OVERVIEW_SECONDS,
         return depth, metrics, windows, paused
 
     depth, metrics, windows, paused = await _in_transaction(client, read, read_only=True)
-    snap = Snapshot(since=float(since), depth=[_plain(r) for r in depth],
-                    metrics=[_plain(r) for r in metrics])
+    snap = Snapshot.from_rows(since, depth, metrics)
     return Overview(snap, minutes_from_windows(windows),
                     {r["queue"]: r["paused_at"] for r in paused})
 

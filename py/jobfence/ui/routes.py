@@ -15,8 +15,8 @@ from starlette.responses import RedirectResponse, Response
 from .. import rows, sql
 from ..dashboard import view
 from ..api.problems import STATUS_OF, missing_grant
-from ..api.routes import KIND_HINT, KIND_NAME
 from ..errors import JobfenceError, JobNotFound
+from ..names import NAME, name_hint
 from ..transport import MAX_JOB_ID
 from . import queries
 from .render import page
@@ -253,9 +253,9 @@ async def jobs(request: Request, kind: Optional[str] = None, status: Optional[st
         raise _bad_filter("ordering key is longer than 200 characters")
     status = (status or "").strip() or None
     before = (before or "").strip() or None
-    if kind is not None and not KIND_NAME.fullmatch(kind):
-        raise _bad_filter(f"kind {kind[:100]!r} is malformed. {KIND_HINT}")
-    if queue is not None and not KIND_NAME.fullmatch(queue):
+    if kind is not None and not NAME.fullmatch(kind):
+        raise _bad_filter(f"kind {kind[:100]!r} is malformed. {name_hint('Kind')}")
+    if queue is not None and not NAME.fullmatch(queue):
         raise _bad_filter(f"queue {queue[:100]!r} is malformed")
     if status is not None and status not in STATUSES:
         raise _bad_filter(f"status {status[:40]!r} is not one of {', '.join(STATUSES)}")
@@ -382,8 +382,8 @@ async def cancel(request: Request, job_id: int):
 async def dead_letters(request: Request, kind: Optional[str] = None):
     viewer = _viewer(request)
     kind = (kind or "").strip() or None
-    if kind is not None and not KIND_NAME.fullmatch(kind):
-        raise _bad_filter(f"kind {kind[:100]!r} is malformed. {KIND_HINT}")
+    if kind is not None and not NAME.fullmatch(kind):
+        raise _bad_filter(f"kind {kind[:100]!r} is malformed. {name_hint('Kind')}")
     groups, scanned = await queries.dead_letter_groups(_client(request), kind)
     return page(request, "dead_letters.html", viewer, groups=groups, scanned=scanned,
                 scan_limit=queries.DEAD_LETTER_SCAN, kind=kind or "",
@@ -411,7 +411,7 @@ def _group_of(text: str | None) -> tuple[str, str] | None:
         kind, error = found["kind"], found["error"]
     except (ValueError, KeyError, TypeError):
         raise _bad_filter("group: not a group of this page") from None
-    if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind) or not isinstance(error, str):
+    if not isinstance(kind, str) or not NAME.fullmatch(kind) or not isinstance(error, str):
         raise _bad_filter("group: not a group of this page")
     return kind, error
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 
-from ..api.auth import ADMIN, SCOPES, Authenticator, _presented
+from ..api.auth import ADMIN, SCOPES, Authenticator, presented_token
 from ..api.hosts import origin_allowed
 
 COOKIE = "jobfence_session"
@@ -89,7 +89,7 @@ class Sessions:
     def viewer(self, request: Request) -> Viewer | None:
         if self.open:
             return Viewer(ADMIN, self._csrf("open"), "open")
-        presented = _presented(request)
+        presented = presented_token(request)
         if presented:
             scope = self.auth.scope_of(presented)
             if scope is None:

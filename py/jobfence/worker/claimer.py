@@ -21,7 +21,8 @@ from ..errors import JobfenceError
 from ..observe import process as metrics
 from ..rows import Lease
 from ..transport import WrongType
-from .common import Backoff, Host, Job, JobLogger, describe, event, logger, sqlstate
+from ..retry import Backoff
+from .common import Host, Job, JobLogger, describe, event, logger, sqlstate
 from .misses import MissReport
 
 

@@ -35,7 +35,8 @@ from ..app_setup import AppSetupError
 from ..jsonload import UndecodedJson
 from ..transport import Transport
 from .claimer import Claimer
-from .common import RUNNING, Backoff, Job, default_name, event
+from ..retry import Backoff
+from .common import RUNNING, Job, default_name, event
 from .executor import AsyncExecutor, Outcomes, ThreadExecutor
 from .leasedb import LeaseDatabase
 from .leases import LeaseKeeper

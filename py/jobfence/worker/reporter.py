@@ -20,7 +20,8 @@ import redis
 from .. import rows
 from ..errors import JobfenceError
 from ..observe import process as metrics
-from .common import (OUTCOME_RETRY_SECONDS, Backoff, Host, Job, describe, event, logger,
+from ..retry import Backoff
+from .common import (OUTCOME_RETRY_SECONDS, Host, Job, describe, event, logger,
                      sqlstate)
 
 
