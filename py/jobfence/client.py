@@ -11,7 +11,7 @@ import psycopg
 import redis
 
 from . import log as jlog
-from .db import Database, _spec
+from .db import Database, job_spec
 from .rows import Event, Job, Outcome
 from .transport import Transport
 
@@ -114,7 +114,7 @@ class Client:
         spec = dict(spec)
         kind = spec.pop("kind")
         payload = spec.pop("payload", None)
-        return _spec(kind, payload, notify=False, **spec)
+        return job_spec(kind, payload, notify=False, **spec)
 
     def _signal(self, jobs: Iterable[Job]) -> None:
         # Only queued jobs are worth a signal: an idempotent repeat may return a finished

@@ -36,7 +36,7 @@ def _seconds(value: float | timedelta | None) -> timedelta | None:
     return timedelta(seconds=float(value))
 
 
-def _spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
           run_after: datetime | None = None, ordering_key: str | None = None,
           notify: bool = False, priority: int | None = None) -> dict:
     spec: dict[str, Any] = {"kind": kind, "payload": {} if payload is None else payload,

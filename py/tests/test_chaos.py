@@ -13,9 +13,9 @@ import pytest
 
 from conftest import ADMIN_URL, REPO
 
-from jobfence.chaos import report
-from jobfence.chaos.faults import KINDS
-from jobfence.chaos.workload import app, create_tables
+from jobfence_chaos import report
+from jobfence_chaos.faults import KINDS
+from jobfence_chaos.workload import app, create_tables
 from jobfence.db import Database
 
 

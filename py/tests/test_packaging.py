@@ -48,6 +48,8 @@ def test_the_wheel_ships_the_jobfence_package_only(wheel):
     assert tops == {"jobfence", next(t for t in tops if t.endswith(".dist-info"))}, sorted(tops)
     assert any(n.startswith("jobfence/ui/templates/") and n.endswith(".html") for n in names)
     assert "jobfence/py.typed" in names
+    # The chaos harness is a package of its own (py/chaos), not part of the product.
+    assert not [n for n in names if "chaos" in n], [n for n in names if "chaos" in n][:5]
     # The metadata a package index shows: classifiers, project URLs, the lean core and
     # its extras, and the one version (jobfence.__version__).
     from jobfence import __version__

@@ -116,7 +116,7 @@ def cuttable_db(clean_db):
     connection dropped, new ones closed) and mend, without touching the machine's server."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from jobfence.chaos.proxy import StallProxy
+    from jobfence_chaos.proxy import StallProxy
 
     parts = conninfo_to_dict(clean_db)
     proxy = StallProxy(parts.get("host", "127.0.0.1"), int(parts.get("port", 5432)))

@@ -8,7 +8,6 @@ from .. import __version__
 from .api import api
 from .audit import audit
 from .grants import grants
-from .chaos import chaos
 from .common import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from .jobs import cancel, demo, replay, status, submit
 from .listing import list_jobs
@@ -23,7 +22,29 @@ from .schema import db
 from .stats import stats, top
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class Commands(click.Group):
+    """The built-in commands, and those another installed package adds through the entry
+    point group ``jobfence.commands`` (the chaos harness adds ``jobfence chaos``). The entry
+    points are read only for a name that is not built in, and for --help."""
+
+    @staticmethod
+    def _added() -> dict:
+        from importlib.metadata import entry_points
+
+        return {ep.name: ep for ep in entry_points(group="jobfence.commands")}
+
+    def get_command(self, ctx, name):
+        found = super().get_command(ctx, name)
+        if found is not None:
+            return found
+        added = self._added().get(name)
+        return added.load() if added is not None else None
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self._added()))
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--database-url", envvar="JOBFENCE_DATABASE_URL", default=DEFAULT_DATABASE_URL,
               show_default=True, help="PostgreSQL URL [env JOBFENCE_DATABASE_URL].")
 @click.option("--read-database-url", envvar="JOBFENCE_READ_DATABASE_URL", default=None,
@@ -56,6 +77,6 @@ def main(ctx: click.Context, database_url: str, read_database_url: str | None, r
 
 
 for command in (worker, reaper, relay, run, api, submit, status, cancel, replay, list_jobs, demo,
-                prune, stats, top, metrics, audit, db, chaos, replay_many,
+                prune, stats, top, metrics, audit, db, replay_many,
                 list_schedules, schedule, unschedule, pause, resume, grants, pages):
     main.add_command(command)

@@ -238,7 +238,8 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, listen_database_url,
 def run(ctx, app_ref, workers, concurrency, batch, reaper_interval, stale_after, grace, queues,
         metrics_port, metrics_host, dead_letter_webhook, api_port, api_host, no_api, no_declare):
     """Relay + reaper + N workers + the HTTP API in one process tree (for a laptop)."""
-    from ..runner import Supervisor, build_children
+    from ..runner import build_children
+    from ..supervisor import Supervisor
     from .api import TOKENS_ENV, api_tokens, host_policy, is_loopback
 
     if not no_api:

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 import psycopg
 import psycopg_pool
 
-from ..client import Client
+from jobfence.client import Client
+from jobfence.supervisor import Supervisor
+
 from . import queries
+from .logs import worker_name
 from .mix import Mix
 from .proxy import StallProxy
 from .servers import LocalPostgres, RedisChild
-from .supervisor import Supervisor
 
 KINDS = ("kill_worker", "kill_reaper", "kill_relay", "sigstop_worker", "redis_flushall",
          "redis_restart", "redis_down_submit", "redis_corrupt", "pg_restart", "pg_terminate",
@@ -70,7 +72,7 @@ def _past_lease(stage: Stage) -> float:
 
 def _kill(stage: Stage, role: str) -> dict:
     member = stage.rng.choice(stage.supervisor.role(role))
-    pid = stage.supervisor.kill9(member.name)
+    pid = stage.supervisor.send(member.name, signal.SIGKILL)
     return {"process": member.name, "pid": pid}
 
 
@@ -89,7 +91,7 @@ def kill_relay(stage: Stage) -> dict:
 def _busiest_worker(stage: Stage):
     held = {r["owned_by"]: r["n"] for r in stage.db._all(queries.HELD_BY_WORKER)}
     workers = stage.supervisor.role("worker")
-    return max(workers, key=lambda m: (held.get(stage.supervisor.worker_name(m.name), 0),
+    return max(workers, key=lambda m: (held.get(worker_name(m), 0),
                                        stage.rng.random())), held
 
 
@@ -101,7 +103,7 @@ def sigstop_worker(stage: Stage) -> dict:
                                    "idempotency_key": stage.mix.key()} for _ in range(12)])
     time.sleep(0.4)
     member, held = _busiest_worker(stage)
-    name = stage.supervisor.worker_name(member.name)
+    name = worker_name(member)
     stopped_at = time.time()
     stage.supervisor.send(member.name, signal.SIGSTOP)
     try:

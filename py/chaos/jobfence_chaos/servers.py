@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import redis
 
-from ..runner import _die_with_parent
+from jobfence.supervisor import die_with_parent
 
 
 class SetupError(Exception):
@@ -118,7 +118,7 @@ class RedisChild:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             # Not in the runner's process group (a ctrl+c is the runner's to handle), but
             # ended by Linux if the runner is killed outright.
-            preexec_fn=_die_with_parent)
+            preexec_fn=die_with_parent)
         if not wait_for(self.ping, 10):
             raise SetupError(f"redis-server did not answer on port {self.port}")
 
@@ -142,7 +142,7 @@ class RedisChild:
         """What a stray client or a bad migration leaves: the queue's delayed set replaced
         by a string (the delayed signals in it are lost with it), and junk in its ready
         list — members that are no job id, one not even UTF-8."""
-        from ..transport import delayed_key, ready_key
+        from jobfence.transport import delayed_key, ready_key
 
         client = redis.Redis(port=self.port, socket_timeout=2)
         try:

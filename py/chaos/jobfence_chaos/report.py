@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from . import queries
+from . import logs, queries
 
 EXAMPLES = 10
 
@@ -38,7 +38,7 @@ def collect(db, *, acked: dict[int, str], coordinators: list[int], faults: list,
     events = {r["reason"]: int(r["n"]) for r in db._all(queries.EVENT_COUNTS)}
     audit = db.audit(reaper_interval=reaper_interval, examples=EXAMPLES)
     children = db._one(queries.CHILDREN_OF, {"ids": coordinators})["n"]
-    lease_lost = supervisor.events("lease_lost") if supervisor else []
+    lease_lost = logs.events(supervisor.children.values(), "lease_lost") if supervisor else []
     fault_rows = []
     for f in faults:
         rec = db._one(queries.RECOVERY, {"at": f.at, "lifted": f.at + f.seconds})

@@ -1,4 +1,4 @@
-"""The app the chaos workers serve (``jobfence.chaos.workload:app``) and the tables its
+"""The app the chaos workers serve (``jobfence_chaos.workload:app``) and the tables its
 handlers write in the run's database.
 
 Kinds: ``chaos_quick``; ``chaos_slow`` (runs past its first heartbeat); ``chaos_flaky``
@@ -18,7 +18,7 @@ import time
 
 import psycopg
 
-from ..app import App
+from jobfence.app import App
 
 LEASE_ENV = "JOBFENCE_CHAOS_LEASE_TIMEOUT"
 RETRIES_ENV = "JOBFENCE_CHAOS_MAX_RETRIES"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_UNAVAILABLE, EXIT_USAGE, Fail, cfg, json_default, setup_logging
+from jobfence.cli.common import EXIT_UNAVAILABLE, EXIT_USAGE, Fail, cfg, json_default, setup_logging
 
 
 def _say(message: str) -> None:
@@ -38,9 +38,9 @@ def _say(message: str) -> None:
 def chaos(ctx, profile, seed, admin_url, no_postgres_restart, keep, report_path, as_json):
     """Mixed workload through the real processes while faults are injected; exit 1 unless no
     job was lost or applied twice, fan-in and ordering held and jobs.audit is clean."""
-    from ..chaos.run import PROFILES, ChaosRun, Interrupted
-    from ..chaos.servers import SetupError, repo_root, with_database
-    from ..chaos import report
+    from .run import PROFILES, ChaosRun, Interrupted
+    from .servers import SetupError, repo_root, with_database
+    from . import report
 
     import logging
 

@@ -17,8 +17,9 @@ import psycopg
 import psycopg_pool
 import redis
 
-from ..client import Client
-from ..db import Database, _spec
+from jobfence.client import Client
+from jobfence.db import Database, job_spec
+
 from .mix import Mix
 
 log = logging.getLogger("jobfence.chaos")
@@ -65,7 +66,7 @@ class Producer:
         return self.client.submit_many(specs)
 
     def _via_sql(self, specs):
-        rows = self.sql_db.submit_many([_spec(s["kind"], s.get("payload"), notify=True,
+        rows = self.sql_db.submit_many([job_spec(s["kind"], s.get("payload"), notify=True,
                                               **{k: v for k, v in s.items()
                                                  if k not in ("kind", "payload")})
                                         for s in specs])

@@ -5,6 +5,7 @@ the redis-server it started."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
@@ -19,17 +20,22 @@ from urllib.parse import urlsplit
 import psycopg
 import psycopg_pool
 
-from ..db import Database
+from jobfence.db import Database
+from jobfence.supervisor import Child, Supervisor
+
 from . import faults as F
-from . import queries, report
+from . import logs, queries, report
 from .mix import Mix
 from .producer import Producer
 from .proxy import StallProxy
 from .servers import LocalPostgres, RedisChild, ScratchDatabase, free_port, wait_for, with_port
-from .supervisor import Supervisor
 from .workload import LEASE_ENV, RETRIES_ENV, app, create_tables
 
-APP_REF = "jobfence.chaos.workload:app"
+# A child that died is started again after this long: the faults kill on purpose, and the
+# run measures recovery, not the restart policy of `jobfence run`.
+RESTART_DELAY = 0.3
+
+APP_REF = "jobfence_chaos.workload:app"
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,9 @@ class ChaosRun:
         self.postgres = LocalPostgres(admin_url)
         self.redis: RedisChild | None = None
         self.proxy: StallProxy | None = None
-        self.supervisor = Supervisor(self.workdir)
+        # Restarted soon after it dies, whatever the reason: the faults kill on purpose.
+        self.supervisor = Supervisor(restart_delay=lambda child, now: RESTART_DELAY, poll=0.05,
+                                     log=logging.getLogger("jobfence.chaos"))
         self.db: Database | None = None
         self.producer: Producer | None = None
         self.ok = False
@@ -106,6 +114,12 @@ class ChaosRun:
         with self.db.connection() as conn:
             create_tables(conn)
 
+    def _add(self, name: str, role: str, argv, env: dict) -> Child:
+        """A jobfence process of the run, logging JSON lines to its own file."""
+        prefix = [sys.executable, "-m", "jobfence", "--log-format", "json"]
+        return self.supervisor.add(Child(name, lambda g: prefix + argv(g), env, role=role,
+                                         log_path=self.workdir / f"{name}.log"))
+
     def _processes(self) -> str:
         url = self.scratch.url
         parts = urlsplit(url)
@@ -114,23 +128,27 @@ class ChaosRun:
         direct, through_proxy = self._env(url), self._env(proxied)
         api_port = free_port()
         sup, interval = self.supervisor, str(self.p.reaper_interval)
-        sup.add("relay", "relay", lambda g: ["relay", "--app", APP_REF, "--poll-interval",
-                                             interval, "--stale-after", "1"], direct)
-        sup.add("reaper", "reaper", lambda g: ["reaper", "--app", APP_REF, "--interval",
+        self._add("relay", "relay", lambda g: ["relay", "--app", APP_REF, "--poll-interval",
                                                interval, "--stale-after", "1"], direct)
-        sup.add("api", "api", lambda g: ["api", "--no-auth", "--port", str(api_port),
-                                         "--pool-size", "4"], direct)
+        self._add("reaper", "reaper", lambda g: ["reaper", "--app", APP_REF, "--interval",
+                                                 interval, "--stale-after", "1"], direct)
+        self._add("api", "api", lambda g: ["api", "--no-auth", "--port", str(api_port),
+                                           "--pool-size", "4"], direct)
         for n in range(1, self.p.workers + 1):
             name = f"w{n}"
-            sup.add(name, "worker",
-                    lambda g, name=name: ["worker", "--app", APP_REF, "--name", f"{name}.g{g}",
-                                          "--concurrency", "8", "--batch", "20",
-                                          "--prefetch", "4", "--pop-timeout", "0.2",
-                                          "--grace", "2", "--no-declare"], through_proxy)
+            self._add(name, "worker",
+                      lambda g, name=name: ["worker", "--app", APP_REF, "--name", f"{name}.g{g}",
+                                            "--concurrency", "8", "--batch", "20",
+                                            "--prefetch", "4", "--pop-timeout", "0.2",
+                                            "--grace", "2", "--no-declare"], through_proxy)
         sup.start()
-        ready = wait_for(lambda: len(sup.events("worker_ready")) >= self.p.workers
-                         and sup.events("reaper_ready") and sup.events("api_listening")
-                         and sup.events("relay_listening"), 60, 0.2)
+
+        def seen(event: str) -> list[dict]:
+            return logs.events(sup.children.values(), event)
+
+        ready = wait_for(lambda: len(seen("worker_ready")) >= self.p.workers
+                         and seen("reaper_ready") and seen("api_listening")
+                         and seen("relay_listening"), 60, 0.2)
         if not ready:
             raise RuntimeError(
                 f"the processes did not become ready in 60 s; logs in {self.workdir}")
@@ -218,7 +236,7 @@ class ChaosRun:
             facts["producer"] = {"submit_retries": self.producer.retries,
                                  "errors": len(self.producer.errors),
                                  "error_examples": self.producer.errors[:5]}
-            facts["restarts"] = {m.name: len(m.restarted_at) for m in self.supervisor.members.values()}
+            facts["restarts"] = {c.name: len(c.restarted_at) for c in self.supervisor.children.values()}
             facts["quiescence_seconds"] = round(quiet, 2)
             ok, reasons = report.judge(facts)
             self.ok = ok
@@ -246,7 +264,7 @@ class ChaosRun:
         steps = [lambda: self.postgres.ensure_running(),
                  lambda: self.producer and self.producer.stop(),
                  lambda: self.proxy and self.proxy.resume(),
-                 lambda: self.supervisor.stop_all(),
+                 lambda: self.supervisor.stop_all(grace=5.0),
                  lambda: self.producer and self.producer.close(),
                  lambda: self.db and self.db.close(),
                  lambda: self.proxy and self.proxy.close(),
