@@ -30,12 +30,21 @@ def _say(message: str) -> None:
                    "database there) [default: --database-url with database postgres].")
 @click.option("--no-postgres-restart", is_flag=True,
               help="Do not restart PostgreSQL (pg_ctlcluster) during the run.")
+@click.option("--failover", is_flag=True,
+              help="Run on a failover formation of its own (pg_auto_failover: monitor, primary, "
+                   "synchronous standby; Redis Sentinel: master, replica, 3 sentinels), through "
+                   "one multi-host URL and one redis+sentinel URL, and add the faults "
+                   "pg_failover, pg_switchover and redis_failover (docs/operations.md, "
+                   "\"Failover\").")
+@click.option("--failovers-only", is_flag=True,
+              help="With --failover: only the three failovers and a worker kill (a short proof).")
 @click.option("--keep", is_flag=True, help="Keep the run's database and logs.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON report to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.pass_context
-def chaos(ctx, profile, seed, admin_url, no_postgres_restart, keep, report_path, as_json):
+def chaos(ctx, profile, seed, admin_url, no_postgres_restart, failover, failovers_only, keep,
+          report_path, as_json):
     """Mixed workload through the real processes while faults are injected; exit 1 unless no
     job was lost or applied twice, fan-in and ordering held and jobs.audit is clean."""
     from .run import PROFILES, ChaosRun, Interrupted
@@ -58,8 +67,11 @@ def chaos(ctx, profile, seed, admin_url, no_postgres_restart, keep, report_path,
         root = repo_root() or Path.cwd()
         report_path = str(root / "bench" / "results"
                           / f"chaos-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json")
+    if failovers_only and not failover:
+        raise Fail("--failovers-only needs --failover", EXIT_USAGE)
     runner = ChaosRun(PROFILES[profile], admin_url=url, seed=seed,
-                      postgres_restart=not no_postgres_restart, keep=keep, say=_say)
+                      postgres_restart=not no_postgres_restart, keep=keep, say=_say,
+                      failover=failover, only_failovers=failovers_only)
     try:
         result = runner.run()
     except Interrupted as exc:

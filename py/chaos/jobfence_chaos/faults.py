@@ -16,7 +16,7 @@ import psycopg_pool
 from jobfence.client import Client
 from jobfence.supervisor import Supervisor
 
-from . import queries
+from . import failover, queries
 from .logs import worker_name
 from .mix import Mix
 from .proxy import StallProxy
@@ -51,12 +51,24 @@ class Stage:
     rng: random.Random
     lease: float
     reaper_interval: float
+    formation: object = None   # jobfence_chaos.formation.Formation, with --failover
+    healer: object = None      # jobfence_chaos.failover.Healer, with --failover
 
 
-def schedule(rng: random.Random, rounds: int, postgres_restart: bool) -> list[str]:
+def kinds_for(postgres_restart: bool, on_formation: bool, only_failovers: bool = False) -> list[str]:
+    """The fault kinds of a run. On the failover formation the three failovers join in and
+    the faults that act on servers it replaces leave (failover.NOT_ON_THE_FORMATION);
+    ``only_failovers`` keeps the failovers and a worker kill (a short proof)."""
+    if on_formation:
+        if only_failovers:
+            return list(failover.FAILOVER_KINDS)
+        return [k for k in KINDS if k not in failover.NOT_ON_THE_FORMATION] + list(failover.FAILOVER_KINDS)
+    return [k for k in KINDS if postgres_restart or k != "pg_restart"]
+
+
+def schedule(rng: random.Random, rounds: int, kinds: list[str]) -> list[str]:
     """Every kind once per round, in a seeded order; a second worker kill per round because
     workers are the processes that hold leases."""
-    kinds = [k for k in KINDS if postgres_restart or k != "pg_restart"]
     plan: list[str] = []
     for _ in range(rounds):
         one = kinds + ["kill_worker"]
@@ -167,7 +179,8 @@ def network_stall(stage: Stage) -> dict:
     return {"stalled_seconds": round(_past_lease(stage), 2)}
 
 
-INJECTORS = {k: globals()[k] for k in KINDS}
+INJECTORS = {**{k: globals()[k] for k in KINDS},
+             **{k: getattr(failover, k) for k in failover.FAILOVER_KINDS}}
 
 
 def inject(stage: Stage, kind: str) -> Fault:

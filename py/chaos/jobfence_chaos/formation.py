@@ -59,7 +59,7 @@ def _until(predicate, timeout: float, what: str, interval: float = 0.2):
     while True:
         try:
             found = predicate()
-        except (psycopg.Error, redis.RedisError, OSError, ValueError):
+        except (psycopg.Error, redis.RedisError, OSError, ValueError, FormationError):
             found = None
         if found:
             return found
@@ -191,7 +191,8 @@ class PostgresHA:
     def kill_primary(self) -> str:
         """The loss of the primary's machine: its keeper and its postmaster get SIGKILL, so
         nothing restarts it locally; the monitor promotes the standby. Returns the node."""
-        node = self.primary()
+        # Right after a switchover the new primary may not take writes yet: wait for it.
+        node = _until(self.primary, 30, "a primary that takes writes", 0.1)
         self._kill_tree(node)
         return node
 
@@ -208,9 +209,11 @@ class PostgresHA:
                       "the switchover")
 
     def healthy(self) -> bool:
+        """Both nodes in their place, as the monitor says, and the primary taking writes."""
         states = self.states()
-        return sorted(s[0] for s in states.values()) == ["primary", "secondary"] and all(
-            reported == goal for reported, goal in states.values())
+        return (sorted(s[0] for s in states.values()) == ["primary", "secondary"]
+                and all(reported == goal for reported, goal in states.values())
+                and bool(self.primary()))
 
     def stop(self) -> None:
         for node in ("node1", "node2", "monitor"):
@@ -287,6 +290,14 @@ class RedisSentinels:
             except ProcessLookupError:
                 pass
         return port
+
+    def rejoin(self, port: int, master: int) -> None:
+        """The killed server comes back, as a replica of the new master (the sentinels would
+        reconfigure it so anyway)."""
+        name = next(n for n, p in self.ports.items() if p == port)
+        self._server(name, "--replicaof", "127.0.0.1", str(master))
+        _until(lambda: redis.Redis(port=port).info("replication").get("master_link_status") == "up",
+               30, "the old Redis master to follow the new one")
 
     def stop(self) -> None:
         for name in self.ports:

@@ -28,6 +28,7 @@ from . import logs, queries, report
 from .mix import Mix
 from .producer import Producer
 from .proxy import StallProxy
+from .failover import FormationDatabase, Healer, SentinelRedis, start_formation
 from .servers import LocalPostgres, RedisChild, ScratchDatabase, free_port, wait_for, with_port
 from .workload import LEASE_ENV, RETRIES_ENV, app, create_tables
 
@@ -78,8 +79,11 @@ def _on_signal(signum, _frame):
 
 class ChaosRun:
     def __init__(self, profile: Profile, *, admin_url: str, seed: int, postgres_restart: bool,
-                 keep: bool, say):
+                 keep: bool, say, failover: bool = False, only_failovers: bool = False):
         self.p = profile
+        self.failover = failover
+        self.only_failovers = only_failovers
+        self.formation = None
         self.admin_url = admin_url
         self.seed = seed
         self.postgres_restart = postgres_restart
@@ -87,7 +91,8 @@ class ChaosRun:
         self.say = say
         self.rng = random.Random(seed)
         self.workdir = Path(tempfile.mkdtemp(prefix="jobfence-chaos-"))
-        self.scratch = ScratchDatabase(admin_url)
+        # With --failover the run's database and Redis are the formation's (run()).
+        self.scratch = None if failover else ScratchDatabase(admin_url)
         self.postgres = LocalPostgres(admin_url)
         self.redis: RedisChild | None = None
         self.proxy: StallProxy | None = None
@@ -123,9 +128,13 @@ class ChaosRun:
     def _processes(self) -> str:
         url = self.scratch.url
         parts = urlsplit(url)
-        self.proxy = StallProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-        proxied = with_port(url, "127.0.0.1", self.proxy.start())
-        direct, through_proxy = self._env(url), self._env(proxied)
+        direct = self._env(url)
+        if self.failover:
+            # The proxy fronts one host; the workers take the formation's multi-host URL.
+            through_proxy = direct
+        else:
+            self.proxy = StallProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+            through_proxy = self._env(with_port(url, "127.0.0.1", self.proxy.start()))
         api_port = free_port()
         sup, interval = self.supervisor, str(self.p.reaper_interval)
         self._add("relay", "relay", lambda g: ["relay", "--app", APP_REF, "--poll-interval",
@@ -189,26 +198,34 @@ class ChaosRun:
         t0 = time.time()
         old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
+            if self.failover:
+                self.formation = start_formation(self.workdir / "ha", self.say)
+                self.scratch = FormationDatabase(self.formation)
+                self.redis = SentinelRedis(self.formation)
             self.say(f"chaos {self.p.name}: seed {self.seed}, database {self.scratch.name}, "
                      f"logs in {self.workdir}")
             self.scratch.create()
-            self.redis = RedisChild(self.workdir)
-            self.redis.start()
+            if not self.failover:
+                self.redis = RedisChild(self.workdir)
+                self.redis.start()
             self.db = Database(self.scratch.url, max_size=2, name="jobfence-chaos", timeout=10.0,
                                open_timeout=10)
             self._declare()
             api_url = self._processes()
-            restart_ok = self.postgres_restart and self.postgres.why_not() is None
-            if self.postgres_restart and not restart_ok:
+            restart_ok = (not self.failover and self.postgres_restart
+                          and self.postgres.why_not() is None)
+            if self.postgres_restart and not self.failover and not restart_ok:
                 self.say(f"no PostgreSQL restart: {self.postgres.why_not()}")
-            plan = F.schedule(self.rng, self.p.rounds, restart_ok)
+            plan = F.schedule(self.rng, self.p.rounds,
+                              F.kinds_for(restart_ok, self.failover, self.only_failovers))
             mix = Mix(random.Random(self.seed + 1), f"s{self.seed}")
             self.producer = Producer(mix, self.scratch.url, self.redis.url, api_url,
                                      rate=self.p.rate,
                                      families_per_tick=self.p.families_per_second * 0.25)
             stage = F.Stage(self.supervisor, self.redis, self.postgres, self.proxy, self.db,
                             self.scratch.url, Mix(random.Random(self.seed + 2), f"f{self.seed}"),
-                            random.Random(self.seed + 3), self.p.lease, self.p.reaper_interval)
+                            random.Random(self.seed + 3), self.p.lease, self.p.reaper_interval,
+                            self.formation, Healer(self.formation) if self.failover else None)
             expected = sum(self.p.gap) / 2 * len(plan) + 3 * len(plan)
             self.say(f"{self.p.workers} workers, reaper, relay and API up; {len(plan)} faults "
                      f"planned over about {expected:.0f}s: {', '.join(plan)}")
@@ -238,6 +255,7 @@ class ChaosRun:
                                  "error_examples": self.producer.errors[:5]}
             facts["restarts"] = {c.name: len(c.restarted_at) for c in self.supervisor.children.values()}
             facts["quiescence_seconds"] = round(quiet, 2)
+            facts["failover"] = self.failover
             ok, reasons = report.judge(facts)
             self.ok = ok
             facts.update(ok=ok, reasons=reasons, profile=self.p.name, seed=self.seed,
@@ -265,11 +283,12 @@ class ChaosRun:
                  lambda: self.producer and self.producer.stop(),
                  lambda: self.proxy and self.proxy.resume(),
                  lambda: self.supervisor.stop_all(grace=5.0),
+                 lambda: self.formation and self.formation.down(remove=False),
                  lambda: self.producer and self.producer.close(),
                  lambda: self.db and self.db.close(),
                  lambda: self.proxy and self.proxy.close(),
                  lambda: self.redis and self.redis.stop(),
-                 lambda: None if self.keep else self.scratch.drop(),
+                 lambda: None if self.keep or self.scratch is None else self.scratch.drop(),
                  lambda: None if self._keep_logs() else shutil.rmtree(self.workdir,
                                                                      ignore_errors=True),
                  lambda: self.postgres.ensure_running()]
