@@ -25,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import connect_kwargs, sat_idle, stamp_returned
+from .db import LostConnections, connect_kwargs, stamp_returned
 from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
 from .transport import fill_pipeline
@@ -55,13 +55,6 @@ def _parked(items: list[Submitted], enqueued: bool) -> list[Submitted]:
             for s in items]
 
 
-async def _check_if_idle(conn) -> None:
-    # As db.Database: test a connection only when it sat idle; a check on every checkout
-    # would double the round trips of a busy web handler.
-    if sat_idle(conn):
-        await AsyncConnectionPool.check_connection(conn)
-
-
 class AsyncClient:
     """``async with AsyncClient(db_url, redis_url) as c: job_id = await c.submit(...)``"""
 
@@ -72,7 +65,7 @@ class AsyncClient:
             kwargs=connect_kwargs(name),
             # No reset callback, as db.Database: connection() stamps the return itself, so a
             # returned connection is back in the pool at once instead of after a pool task.
-            check=_check_if_idle,
+            check=LostConnections(name).check_async,
             # As db.Database: a value Python's json refuses arrives as UndecodedJson.
             configure=tolerate_async)
         self.redis = redis_urls.connect_async(redis_url, socket_timeout=5.0,

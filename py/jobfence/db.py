@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import log as jlog
 from . import rows, sql
@@ -75,11 +75,14 @@ def sat_idle(conn) -> bool:
 _LOST_EVERY = 5.0
 
 
-class _LostConnections:
-    """The pool's check: an idle connection is tested before it is handed out, and one the
-    server dropped is logged as ``db_unavailable`` (then discarded and replaced by the
-    pool). Without the line, an outage shorter than the pool's wait is ridden through in
-    silence, and an operator reading the log never learns PostgreSQL was away."""
+class LostConnections:
+    """The pools' check, sync (``check=LostConnections(name)``) and async
+    (``check=LostConnections(name).check_async``): an idle connection is tested before it is
+    handed out, and one the server dropped is logged as ``db_unavailable`` (then discarded
+    and replaced by the pool). Without the line, an outage shorter than the pool's wait is
+    ridden through in silence, and an operator reading the log never learns PostgreSQL was
+    away. A connection that was just used is not tested: a check on every checkout would
+    double the round trips of a busy caller."""
 
     def __init__(self, name: str):
         self.name = name
@@ -91,13 +94,25 @@ class _LostConnections:
         try:
             ConnectionPool.check_connection(conn)
         except psycopg.Error as exc:
-            count = self._tally.add()
-            if count is not None:
-                jlog.event(logger, logging.WARNING, "db_unavailable",
-                           "a pooled connection to PostgreSQL was lost (server restarted or "
-                           "connection dropped); reconnecting", pool=self.name, count=count,
-                           error=" ".join(str(exc).split()))
+            self._lost(exc)
             raise
+
+    async def check_async(self, conn: psycopg.AsyncConnection) -> None:
+        if not sat_idle(conn):
+            return
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except psycopg.Error as exc:
+            self._lost(exc)
+            raise
+
+    def _lost(self, exc: psycopg.Error) -> None:
+        count = self._tally.add()
+        if count is not None:
+            jlog.event(logger, logging.WARNING, "db_unavailable",
+                       "a pooled connection to PostgreSQL was lost (server restarted or "
+                       "connection dropped); reconnecting", pool=self.name, count=count,
+                       error=" ".join(str(exc).split()))
 
 
 def _complete_many_params(items: Sequence[tuple[int, int, Any]], worker: str) -> dict:
@@ -204,7 +219,7 @@ class Database:
             # No reset callback: with one, the pool hands every returned connection to its
             # own thread (a queue put and a thread switch per call on the hot path), and the
             # next caller may find it not back yet. connection() stamps the return instead.
-            check=_LostConnections(name),
+            check=LostConnections(name),
             # One stored value Python's json refuses must not fail every read of its rows.
             configure=tolerate,
             # Keep trying for as long as the process lives: PostgreSQL coming back later

@@ -26,3 +26,33 @@ def test_async_submit_pushes_and_parks_when_redis_is_down(declared, redis_url):
     r.close()
     assert sorted(pushed) == sorted([one] + many)
     assert status == "enqueue_failed" and parked not in pushed
+
+
+def test_async_pool_says_when_postgresql_dropped_its_connection(declared, redis_url, caplog):
+    """The async pools check idle connections as the sync ones do, with the same one line
+    (db_unavailable, with a count): a dropped connection is replaced, and the log says so."""
+    import logging
+    import time
+
+    import psycopg
+
+    name = "jobfence-aio-lost-check"
+
+    async def scenario():
+        async with AsyncClient(declared, redis_url, pool_size=1, name=name) as client:
+            job = await client.submit("noop")
+            with psycopg.connect(declared, autocommit=True) as admin:
+                killed = admin.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
+                                       "FROM pg_stat_activity WHERE application_name = %s",
+                                       (name,)).fetchone()[0]
+            # The check runs on a connection that sat idle (db.sat_idle: over a second).
+            time.sleep(1.2)
+            found = await client.get(job)
+            return killed, found
+
+    with caplog.at_level(logging.WARNING, logger="jobfence.db"):
+        killed, found = asyncio.run(scenario())
+    assert killed == 1 and found.kind == "noop"
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "db_unavailable"]
+    assert len(lines) == 1, [r.getMessage() for r in caplog.records]
+    assert lines[0].fields["pool"] == name and lines[0].fields["count"] == 1
