@@ -17,10 +17,11 @@ import pytest
 from api_helpers import ADMIN_TOKEN, PRODUCER_TOKEN, TOKENS, start_api
 from conftest import ADMIN_URL, REPO, sqitch_target, wait_until
 from role_helpers import url_as
+from webhook_helpers import FAST, Hook
 
 ROLES_SQL = REPO / "scripts" / "roles.sql"
-LOGINS = ("jobs_owner", "jobfence_worker", "jobfence_relay", "jobfence_api", "jobfence_api_admin",
-          "jobfence_admin")
+LOGINS = ("jobs_owner", "jobfence_worker", "jobfence_reaper", "jobfence_relay", "jobfence_api",
+          "jobfence_api_admin", "jobfence_admin")
 
 
 @contextlib.contextmanager
@@ -198,3 +199,34 @@ def test_your_own_transactional_kind_under_the_shipped_roles(procs):
         with psycopg.connect(urls["dba"], autocommit=True) as dba:
             assert dba.execute("SELECT count(*) FROM public.jobfence_example_effect WHERE job_id = %s",
                                (job,)).fetchone()[0] == 1
+
+
+def test_a_dead_letter_pages_the_webhook_under_the_shipped_roles(procs, shipped):
+    """The dead-letter path as shipped: a producer login submits, the worker login fails the
+    job for good, and the reaper login's forwarder claims the page and delivers it; an
+    administrator login reads it back with `jobfence pages`."""
+    import json
+
+    hook = Hook()
+    try:
+        with psycopg.connect(shipped["jobfence_admin"], autocommit=True) as admin:
+            admin.execute("SELECT jobs.define_type('shipped.dead', max_retries => 0)")
+        reaper = procs.reaper("--dead-letter-webhook", hook.url, *FAST,
+                              env={"JOBFENCE_DATABASE_URL": shipped["jobfence_reaper"]})
+        reaper.wait_for("dead_letters_listening")
+        with psycopg.connect(shipped["jobfence_api"], autocommit=True) as producer:
+            job = producer.execute("SELECT id FROM jobs.submit('shipped.dead', notify => false)"
+                                   ).fetchone()[0]
+        with psycopg.connect(shipped["jobfence_worker"], autocommit=True) as worker:
+            lease = worker.execute("SELECT lease_version FROM jobs.claim(%s, 'w-shipped')",
+                                   (job,)).fetchone()[0]
+            worker.execute("SELECT jobs.fail(%s, 'w-shipped', %s, 'poison', false)", (job, lease))
+        wait_until(lambda: hook.delivered_job_ids() == {job}, 20,
+                   what=f"the page delivered\n{reaper.tail()}")
+        listed = _jobfence(shipped["jobfence_admin"], "pages", "--all", "--json")
+        assert listed.returncode == 0, listed.stderr
+        pages = [p for p in json.loads(listed.stdout)["pages"] if p["job_id"] == job]
+        assert pages and pages[0]["delivered_at"], pages
+        assert not reaper.find("permission denied"), reaper.tail()
+    finally:
+        hook.close()
