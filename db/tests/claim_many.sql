@@ -2,7 +2,7 @@
 -- (and in one of the worker's queues), skips the rest.
 -- Contract: docs/design.md §2 (queued -> processing), §4 (claimable; SETOF jobs.lease), §5.
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -103,6 +103,26 @@ SELECT is(pg_temp.state(pg_temp.id('bill')), pg_temp.snapped(pg_temp.id('bill'))
 SELECT results_eq(format($$ SELECT job_id FROM jobs.claim_many_with_token(ARRAY[%s], 'w4', queues => ARRAY['tc.cm.billing']) $$,
                          pg_temp.id('bill')),
     format('VALUES (%s::bigint)', pg_temp.id('bill')), 'claim_many_with_token: its own queue''s worker claims it');
+
+-- One batch across queues: NULL queues means every queue, a list means those only.
+DO $$ BEGIN
+    PERFORM jobs.define_type('tc.cm.mix1', queue => 'tc.cm.mix1');
+    PERFORM jobs.define_type('tc.cm.mix2', queue => 'tc.cm.mix2');
+    PERFORM pg_temp.job('m1', 'tc.cm.mix1');
+    PERFORM pg_temp.job('m2', 'tc.cm.mix2');
+    PERFORM pg_temp.job('m3', 'tc.cm.mix1');
+    PERFORM pg_temp.job('m4', 'tc.cm.mix2');
+END $$;
+SELECT set_eq(format($$ SELECT job_id, queue FROM jobs.claim_many(ARRAY[%s, %s], 'w5', queues => NULL) $$,
+                     pg_temp.id('m1'), pg_temp.id('m2')),
+    format($$ VALUES (%s::bigint, 'tc.cm.mix1'), (%s::bigint, 'tc.cm.mix2') $$, pg_temp.id('m1'), pg_temp.id('m2')),
+    'claim_many: NULL queues on a batch of two queues claims both');
+SELECT set_eq(format($$ SELECT job_id FROM jobs.claim_many_with_token(ARRAY[%s, %s], 'w5', queues => ARRAY['tc.cm.mix2']) $$,
+                     pg_temp.id('m3'), pg_temp.id('m4')),
+    format('VALUES (%s::bigint)', pg_temp.id('m4')),
+    'claim_many_with_token: a queue list on a mixed batch claims that queue''s jobs only');
+SELECT is((SELECT status FROM jobs.job WHERE id = pg_temp.id('m3')), 'queued'::jobs.status,
+    'claim_many_with_token: the other queue''s job stays queued, untouched');
 
 -- unclaimed: why ids were not granted, for the worker's counts and warnings.
 SELECT set_eq(format($$ SELECT job_id, cause FROM jobs.unclaimed(ARRAY[%s, -7, %s, %s, -7, NULL], ARRAY['tc.cm.q']) $$,
