@@ -130,15 +130,17 @@ class Relay:
                                      application_name="jobfence-relay") as conn:
                     conn.execute(sql.LISTEN_SUBMITTED)
                     metrics.POSTGRES.ok()
-                    metrics.relay_listening(True)
-                    jlog.event(logger, logging.INFO, "relay_listening",
-                               "listening on jobs_submitted", queues=sorted(self.queues))
                     backoff.reset()
                     # Anything committed while nobody listened is only in PostgreSQL now,
                     # however recent: a notification sent a moment before LISTEN reached no
                     # one. Pushing every claimable job once is harmless (a duplicate claim is
                     # a no-op); waiting for stale_after would leave them to the reaper.
                     self.catch_up(older_than=0.0)
+                    # Listening, and caught up: from here on, every submit is announced (its
+                    # notification waits on the LISTEN connection since before the catch-up).
+                    metrics.relay_listening(True)
+                    jlog.event(logger, logging.INFO, "relay_listening",
+                               "listening on jobs_submitted", queues=sorted(self.queues))
                     self._listen(conn)
             except psycopg.OperationalError as exc:
                 metrics.relay_listening(False)

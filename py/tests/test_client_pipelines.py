@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 
 import psycopg
+import pytest
 import redis as redis_lib
 from psycopg.types.json import Jsonb
 
@@ -49,7 +50,13 @@ def test_relay_pushes_what_has_arrived_as_one_batch(procs, declared):
                                 [Jsonb({"n": i})]).fetchone()[0]
                    for i in range(N)]
         relay.signal(signal.SIGCONT)
-        wait_until(lambda: r.llen(ready_key("default")) == N, 20, what="every id relayed")
+        try:
+            wait_until(lambda: r.llen(ready_key("default")) == N, 20, what="every id relayed")
+        except pytest.fail.Exception:
+            # What the relay did says why: fewer ids (skipped, lost), or more (a reconnect's
+            # catch-up pushing them again).
+            pytest.fail(f"{r.llen(ready_key('default'))} ids in the ready list, want {N}; "
+                        f"{_lpush_calls(r) - before} LPUSH calls\n{relay.tail()}")
         # One push per read of the socket, not per job: 200 notifications (14 kB) may take
         # libpq two or three reads, never anything near 200.
         assert _lpush_calls(r) - before <= 3
