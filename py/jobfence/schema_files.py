@@ -21,20 +21,16 @@ def schema_root() -> Path | None:
     return None
 
 
-def plan_changes(root: Path) -> list[str]:
-    """The changes of sqitch.plan, in deploy order (tags and pragmas skipped); a change
-    reworked after a tag appears once per version."""
-    return [step.change for step in plan_steps(root)]
-
-
 @dataclass(frozen=True)
 class Step:
     """One line of sqitch.plan that deploys something: ``change`` is its name, ``script``
-    the stem of its three scripts, ``tag`` the last tag before it (None before the first)."""
+    the stem of its three scripts, ``tag`` the last tag before it (None before the first),
+    ``requires`` the changes its line depends on (a rework's own NAME@TAG left out)."""
 
     change: str
     script: str
     tag: str | None
+    requires: frozenset[str] = frozenset()
 
 
 def plan_steps(root: Path) -> list[Step]:
@@ -43,7 +39,7 @@ def plan_steps(root: Path) -> list[Step]:
     A reworked change has one line per version. The last version's scripts are NAME.sql;
     each earlier one's are NAME@TAG.sql, TAG being the tag that precedes the next version
     (``sqitch rework`` copies them there), so a deploy up to a tag runs what it released."""
-    lines: list[tuple[str, str | None]] = []
+    lines: list[tuple[str, str | None, frozenset[str]]] = []
     tag = None
     for raw in (root / "sqitch.plan").read_text().splitlines():
         line = raw.strip()
@@ -52,12 +48,14 @@ def plan_steps(root: Path) -> list[Step]:
         if line[0] == "@":
             tag = line.split()[0][1:]
             continue
-        lines.append((line.split()[0], tag))
+        change, _, rest = line.partition(" ")
+        deps = rest[1:rest.index("]")].split() if rest.startswith("[") else []
+        lines.append((change, tag, frozenset(d for d in deps if "@" not in d)))
     steps = []
-    for i, (change, tag) in enumerate(lines):
-        later = [t for c, t in lines[i + 1:] if c == change]
+    for i, (change, tag, requires) in enumerate(lines):
+        later = [t for c, t, _ in lines[i + 1:] if c == change]
         script = change if not later else f"{change}@{later[0]}"
-        steps.append(Step(change, script, tag))
+        steps.append(Step(change, script, tag, requires))
     return steps
 
 

@@ -116,24 +116,16 @@ def test_every_deploy_script_names_the_dependencies_its_plan_line_has():
 
     from jobfence.schema_files import plan_steps
 
-    plan = {}
-    text = (REPO / "sqitch.plan").read_text().splitlines()
-    for line in text:
-        m = re.match(r"([a-z_0-9]+)(?: \[([^\]]*)\])? \d{4}-", line)
-        if m:
-            plan.setdefault(m.group(1), []).append(
-                {d for d in (m.group(2) or "").split() if "@" not in d})
-    seen: dict[str, int] = {}
+    earlier: dict[str, set[str]] = {}  # change -> what its earlier versions required
     problems = []
     for step in plan_steps(REPO):
-        k = seen.get(step.change, 0)
-        seen[step.change] = k + 1
-        wanted = plan[step.change][k]
-        earlier = set().union(*plan[step.change][:k]) if k else set()
+        wanted = step.requires
+        before = earlier.setdefault(step.change, set())
         script = (REPO / "db" / "deploy" / f"{step.script}.sql").read_text()
         named = set(re.findall(r"^-- requires: (\S+)$", script, re.M))
         missing = wanted - named - RELEASED_REQUIRES_GAPS.get(step.script, set())
-        extra = named - wanted - earlier
+        extra = named - wanted - before
+        before |= wanted
         if missing or extra:
             problems.append(f"{step.script}: the plan also needs {sorted(missing)}, "
                             f"the script also names {sorted(extra)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from .formation import Formation, FormationError, _until
+from .formation import Formation, FormationError, _until, until_changed
 from .servers import RedisChild, SetupError, repo_root
 
 FAILOVER_KINDS = ("pg_failover", "pg_switchover", "redis_failover")
@@ -109,8 +109,7 @@ def pg_failover(stage) -> dict:
     lost = pg.kill_primary()
     at = time.time()
     started = time.monotonic()
-    new = _until(lambda: (lambda p: p if p != lost else None)(pg.primary()), 60,
-                 "the standby to take writes", 0.1)
+    new = until_changed(pg.primary, lost, 60, "the standby to take writes", 0.1)
     writable = time.monotonic() - started
     healer.later(lambda: pg.rejoin(lost))
     return {"lost": lost, "new_primary": new, "writable_after_s": round(writable, 2), "_at": at}
@@ -132,8 +131,7 @@ def redis_failover(stage) -> dict:
     lost = sentinels.kill_master()
     at = time.time()
     started = time.monotonic()
-    new = _until(lambda: (lambda m: m if m not in (None, lost) else None)(sentinels.master()), 30,
-                 "the sentinels to promote the replica", 0.1)
+    new = until_changed(sentinels.master, lost, 30, "the sentinels to promote the replica", 0.1)
     promoted = time.monotonic() - started
     healer.later(lambda: sentinels.rejoin(lost, new))
     return {"lost_port": lost, "new_master_port": new, "promoted_after_s": round(promoted, 2),

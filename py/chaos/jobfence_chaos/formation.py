@@ -14,13 +14,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import psycopg
 import redis
+
+from .servers import free_port
 
 ACCOUNT = "postgres"
 BIN = Path("/usr/lib/postgresql") / (sorted(os.listdir("/usr/lib/postgresql"))[-1]
@@ -44,12 +45,6 @@ class FormationError(RuntimeError):
     """The formation could not be started or changed (the message says which server)."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _as_account(command: list[str]) -> list[str]:
     return ["runuser", "-u", ACCOUNT, "--"] + command if os.geteuid() == 0 else command
 
@@ -66,6 +61,16 @@ def _until(predicate, timeout: float, what: str, interval: float = 0.2):
         if time.monotonic() > deadline:
             raise FormationError(f"timed out waiting for {what}")
         time.sleep(interval)
+
+
+def until_changed(read, old, timeout: float, what: str, interval: float = 0.2):
+    """Poll ``read()`` until it answers something other than ``old`` (and not None): the new
+    primary, the new master."""
+    def changed():
+        now = read()
+        return now if now not in (None, old) else None
+
+    return _until(changed, timeout, what, interval)
 
 
 class PostgresHA:
@@ -88,6 +93,11 @@ class PostgresHA:
         hosts = ",".join(f"127.0.0.1:{self.ports[n]}" for n in ("node1", "node2"))
         return (f"postgresql://{self.user}@{hosts}/{dbname}"
                 "?target_session_attrs=read-write&connect_timeout=2")
+
+    @property
+    def monitor_admin_url(self) -> str:
+        """The monitor's database as this formation's superuser (settings, node states)."""
+        return f"postgresql://{self.user}@127.0.0.1:{self.ports['monitor']}/pg_auto_failover"
 
     @property
     def monitor_url(self) -> str:
@@ -122,7 +132,7 @@ class PostgresHA:
         self._autoctl("create", "monitor", "--pgdata", str(self.dir / "monitor"),
                       "--pgport", str(self.ports["monitor"]), *common)
         self._run("monitor")
-        admin = f"postgresql://{self.user}@127.0.0.1:{self.ports['monitor']}/pg_auto_failover"
+        admin = self.monitor_admin_url
         _until(lambda: psycopg.connect(admin, connect_timeout=2).close() or True, 30, "the monitor")
         with psycopg.connect(admin, autocommit=True) as conn:
             for name, value in MONITOR_SETTINGS.items():
@@ -154,8 +164,7 @@ class PostgresHA:
 
     def states(self) -> dict[str, tuple[str, str]]:
         """node name -> (reported state, assigned state), as the monitor has them."""
-        admin = f"postgresql://{self.user}@127.0.0.1:{self.ports['monitor']}/pg_auto_failover"
-        with psycopg.connect(admin, autocommit=True, connect_timeout=2) as conn:
+        with psycopg.connect(self.monitor_admin_url, autocommit=True, connect_timeout=2) as conn:
             rows = conn.execute("SELECT nodename, reportedstate::text, goalstate::text "
                                 "FROM pgautofailover.node").fetchall()
         return {name: (reported, goal) for name, reported, goal in rows}
@@ -205,8 +214,7 @@ class PostgresHA:
         before = self.primary()
         self._autoctl("perform", "switchover", "--monitor", self.monitor_url, "--wait", "60",
                       timeout=90)
-        return _until(lambda: (lambda p: p if p != before else None)(self.primary()), 60,
-                      "the switchover")
+        return until_changed(self.primary, before, 60, "the switchover")
 
     def healthy(self) -> bool:
         """Both nodes in their place, as the monitor says, and the primary taking writes."""
@@ -275,6 +283,9 @@ class RedisSentinels:
             "SENTINEL", "get-master-addr-by-name", SERVICE)
         return int(found[1]) if found else None
 
+    def _name_of(self, port: int) -> str:
+        return next(name for name, p in self.ports.items() if p == port)
+
     def _pid(self, name: str) -> int | None:
         path = self.dir / f"redis-{name}.pid"
         return int(path.read_text()) if path.exists() else None
@@ -282,8 +293,7 @@ class RedisSentinels:
     def kill_master(self) -> int:
         """SIGKILL the current master; the sentinels promote the replica. Returns its port."""
         port = self.master()
-        name = next(n for n, p in self.ports.items() if p == port)
-        pid = self._pid(name)
+        pid = self._pid(self._name_of(port))
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -294,8 +304,7 @@ class RedisSentinels:
     def rejoin(self, port: int, master: int) -> None:
         """The killed server comes back, as a replica of the new master (the sentinels would
         reconfigure it so anyway)."""
-        name = next(n for n, p in self.ports.items() if p == port)
-        self._server(name, "--replicaof", "127.0.0.1", str(master))
+        self._server(self._name_of(port), "--replicaof", "127.0.0.1", str(master))
         _until(lambda: redis.Redis(port=port).info("replication").get("master_link_status") == "up",
                30, "the old Redis master to follow the new one")
 

@@ -96,7 +96,6 @@ class ChaosRun:
         self.postgres = LocalPostgres(admin_url)
         self.redis: RedisChild | None = None
         self.proxy: StallProxy | None = None
-        # Restarted soon after it dies, whatever the reason: the faults kill on purpose.
         self.supervisor = Supervisor(restart_delay=lambda child, now: RESTART_DELAY, poll=0.05,
                                      log=logging.getLogger("jobfence.chaos"))
         self.db: Database | None = None
