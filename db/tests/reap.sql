@@ -3,7 +3,7 @@
 -- when heartbeats stopped; the kind's backoff, reason timed_out, error 'timeout after ...' at the timeout;
 -- queued/enqueue_failed -> failed when retry_count > max_retries), §4 (signal rows, cancel), §5.
 BEGIN;
-SELECT plan(39);
+SELECT plan(41);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -120,6 +120,8 @@ DO $$ BEGIN
     PERFORM pg_temp.job('overef', 'tc.reap');
     PERFORM jobs.mark_enqueue_failed(ARRAY[pg_temp.id('overef')]);
     UPDATE jobs.job SET retry_count = 4 WHERE id IN (pg_temp.id('over'), pg_temp.id('overef'));
+    PERFORM pg_temp.job('overerr', 'tc.reap');
+    UPDATE jobs.job SET retry_count = 4, error = 'HTTP 503 from billing' WHERE id = pg_temp.id('overerr');
     PERFORM pg_temp.job('ok', 'tc.reap');
     UPDATE jobs.job SET retry_count = 3 WHERE id = pg_temp.id('ok');
     PERFORM pg_temp.snap(pg_temp.id('ok'));
@@ -133,6 +135,11 @@ SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, work
     $$ VALUES (pg_temp.id('over'), '(queued,failed,0,,exhausted)'), (pg_temp.id('overef'), '(enqueue_failed,failed,0,,exhausted)') $$,
     'reap: overspent jobs -> exhausted events from queued / enqueue_failed');
 SELECT is(pg_temp.state(pg_temp.id('ok')), pg_temp.snapped(pg_temp.id('ok')), 'reap: queued job with retry_count = max_retries (one attempt left) -> untouched');
+SELECT is((SELECT error FROM jobs.job WHERE id = pg_temp.id('overerr')), 'HTTP 503 from billing',
+    'reap: an overspent job keeps its last attempt''s error (jobs.end_unheld)');
+SELECT set_eq($$ SELECT job_id FROM jobs.page WHERE job_id IN (pg_temp.id('over'), pg_temp.id('overef'), pg_temp.id('overerr')) $$,
+    $$ VALUES (pg_temp.id('over')), (pg_temp.id('overef')), (pg_temp.id('overerr')) $$,
+    'reap: every overspent job is a dead letter with its page, written in the same transaction');
 
 -- bad input
 SELECT throws_ok($$ SELECT * FROM jobs.reap(0) $$, '22023', NULL, 'reap: max_jobs 0 -> 22023');
