@@ -4,10 +4,14 @@
 -- requires: parse_timestamptz
 -- requires: tally
 -- requires: key_owner
+-- requires: parse_interval
+-- requires: job_unique_scope
+-- requires: event_reason_debounced
 BEGIN;
 -- The (new) -> queued transition shared by submit, submit_many and fan_out: validates the
--- specs, honours idempotency keys, serialises ordering keys, logs events and sends the outbox
--- notifications (delivered by PostgreSQL only if the caller's transaction commits).
+-- specs, honours idempotency keys (scoped, and debounced: docs/sql-api.md "Scoped keys and
+-- debounce"), serialises ordering keys, logs events and sends the outbox notifications
+-- (delivered by PostgreSQL only if the caller's transaction commits).
 -- Set-based: a batch of any size is a fixed number of statements, not two INSERTs per spec.
 CREATE OR REPLACE FUNCTION jobs.insert_jobs(caller text, specs jsonb, parent_id bigint, single boolean)
 RETURNS TABLE (job jobs.job, created boolean)
@@ -26,6 +30,8 @@ DECLARE
     created_kinds text[];
     wants_notify boolean;
     batch record;
+    keyed boolean;
+    debounced_rows jobs.job[] := '{}';
     -- Once per batch: every spec of one call is in the caller's key namespace.
     owner_ regrole := jobs.key_owner();
 BEGIN
@@ -51,7 +57,7 @@ BEGIN
       FROM (SELECT e.ord - 1 AS pos, e.spec, t.max_payload_bytes AS limit_bytes,
                    CASE
                        WHEN jsonb_typeof(e.spec) <> 'object' THEN 'not_object'
-                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority}'::text[] <> '{}' THEN 'extra_keys'
+                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce}'::text[] <> '{}' THEN 'extra_keys'
                        WHEN jsonb_typeof(e.spec -> 'kind') IS DISTINCT FROM 'string' THEN 'kind_type'
                        -- A declared kind passed define_type's name check: the pattern only
                        -- needs testing on names that are not declared.
@@ -72,6 +78,24 @@ BEGIN
                        WHEN coalesce(jsonb_typeof(e.spec -> 'priority'), 'null') NOT IN ('number', 'null')
                          OR (jsonb_typeof(e.spec -> 'priority') = 'number'
                              AND (e.spec ->> 'priority') NOT IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9')) THEN 'priority_value'
+                       -- A key's scope: states that include queued (the key is taken at submit;
+                       -- a scope without it would first meet a holder at claim, as a 23505
+                       -- out of a worker's claim), and a period; both need a key to scope.
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'unique_while'), 'null') <> 'null'
+                        AND NOT (jsonb_typeof(e.spec -> 'unique_while') = 'array'
+                                 AND (e.spec -> 'unique_while') <@ '["queued", "processing", "enqueue_failed", "done", "failed"]'
+                                 AND (e.spec -> 'unique_while') @> '["queued"]') THEN 'unique_while_value'
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'unique_for'), 'null') <> 'null'
+                        AND NOT (jsonb_typeof(e.spec -> 'unique_for') = 'string'
+                                 AND coalesce(jobs.parse_interval(e.spec ->> 'unique_for') BETWEEN interval '1 microsecond' AND interval '100 years', false))
+                       THEN 'unique_for_value'
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') <> 'null'
+                        AND coalesce(e.spec ->> 'debounce' NOT IN ('payload', 'run_after', 'payload_and_run_after')
+                                     OR jsonb_typeof(e.spec -> 'debounce') <> 'string', true) THEN 'debounce_value'
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'idempotency_key'), 'null') = 'null'
+                        AND (coalesce(jsonb_typeof(e.spec -> 'unique_while'), 'null') <> 'null'
+                             OR coalesce(jsonb_typeof(e.spec -> 'unique_for'), 'null') <> 'null'
+                             OR coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') <> 'null') THEN 'scope_without_key'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
                        WHEN octet_length(p.payload_text) > t.max_payload_bytes THEN 'payload_size'
                        -- Clients parse payloads recursively (Python's json stops near 1000 levels).
@@ -130,9 +154,9 @@ BEGIN
         ELSIF bad.problem = 'extra_keys' THEN
             RAISE EXCEPTION '%: unknown key(s) in job spec: %', at_,
                 (SELECT string_agg(k, ', ' ORDER BY k) FROM jsonb_object_keys(bad.spec
-                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority}'::text[]) AS k)
+                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce}'::text[]) AS k)
                 USING ERRCODE = '22023',
-                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority.';
+                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce.';
         ELSIF bad.problem = 'kind_type' THEN
             RAISE EXCEPTION '%: kind must be a string', at_
                 USING ERRCODE = '22023', HINT = 'Declare kinds with jobs.define_type and pass the name.';
@@ -165,6 +189,20 @@ BEGIN
         ELSIF bad.problem = 'priority_value' THEN
             RAISE EXCEPTION '%: priority must be an integer from 0 to 9 or null, got %', at_, bad.spec -> 'priority'
                 USING ERRCODE = '22023', HINT = 'Lower runs first; null (or no key) takes the kind''s priority.';
+        ELSIF bad.problem = 'unique_while_value' THEN
+            RAISE EXCEPTION '%: unique_while must be a list of job states that includes queued, got %', at_, bad.spec -> 'unique_while'
+                USING ERRCODE = '22023',
+                      HINT = 'E.g. ["queued", "processing"]: the key is free again once its job is done or failed. States: queued, processing, enqueue_failed, done, failed.';
+        ELSIF bad.problem = 'unique_for_value' THEN
+            RAISE EXCEPTION '%: unique_for must be a positive interval of at most 100 years, got %', at_, bad.spec -> 'unique_for'
+                USING ERRCODE = '22023', HINT = 'E.g. "1 hour": the key is free again an hour after its job was submitted.';
+        ELSIF bad.problem = 'debounce_value' THEN
+            RAISE EXCEPTION '%: debounce must be "payload", "run_after" or "payload_and_run_after", got %', at_, bad.spec -> 'debounce'
+                USING ERRCODE = '22023',
+                      HINT = 'A repeat of the key while its job is queued replaces the payload, pushes run_after later, or both.';
+        ELSIF bad.problem = 'scope_without_key' THEN
+            RAISE EXCEPTION '%: unique_while, unique_for and debounce need an idempotency_key', at_
+                USING ERRCODE = '22023', HINT = 'They say how long a key is held and what a repeat of it does: name the key.';
         ELSE
             RAISE EXCEPTION '%: notify must be a boolean', at_
                 USING ERRCODE = '22023', HINT = 'Pass false when your driver pushes the id itself.';
@@ -180,6 +218,26 @@ BEGIN
                FROM jsonb_array_elements(specs) AS e(spec)
               WHERE jsonb_typeof(e.spec -> 'ordering_key') = 'string'
               ORDER BY 1) AS k;
+
+    -- Scoped keys (docs/sql-api.md "Scoped keys and debounce"): before the insert, the jobs
+    -- of these keys that no longer hold them (their period ended, or they left their states)
+    -- are released for good: out of the unique index, and never back into it, so a retry or
+    -- a replay of such a job cannot meet the key's next holder (23505 out of a worker's
+    -- call). The insert below then takes a key whose holder was released. The row locks make
+    -- concurrent submitters agree: the second finds the job released, or back in its states
+    -- (then holding the key), and meets the first one's new job at the insert. Batches
+    -- without keys skip it; keys without a scope cost one probe of an empty index range.
+    keyed := specs @? '$[*] ? (@.idempotency_key.type() == "string")';
+    IF keyed THEN
+        UPDATE jobs.job AS j
+           SET unique_states = '{}'
+          FROM (SELECT DISTINCT e.spec ->> 'kind' AS kind, e.spec ->> 'idempotency_key' AS key
+                  FROM jsonb_array_elements(specs) AS e(spec)
+                 WHERE jsonb_typeof(e.spec -> 'idempotency_key') = 'string') AS k
+         WHERE j.kind = k.kind AND j.idempotency_key = k.key AND j.key_owner IS NOT DISTINCT FROM owner_
+           AND j.unique_states IS NOT NULL AND j.unique_states <> '{}'
+           AND (j.unique_until <= now() OR j.status <> ALL (j.unique_states));
+    END IF;
 
     -- Ids are drawn in spec order up front so each row knows its spec; a spec that meets
     -- an existing idempotency key leaves a gap, as any rolled-back insert does.
@@ -197,7 +255,13 @@ BEGIN
                CASE WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
                     THEN greatest((e.spec ->> 'run_after')::timestamptz, now())
                     ELSE now() END AS run_after,
-               e.spec ->> 'idempotency_key' AS idempotency_key, e.spec ->> 'ordering_key' AS ordering_key
+               e.spec ->> 'idempotency_key' AS idempotency_key, e.spec ->> 'ordering_key' AS ordering_key,
+               -- A period alone scopes every state: NULL is kept for no scope at all.
+               CASE WHEN jsonb_typeof(e.spec -> 'unique_while') = 'array'
+                    THEN ARRAY(SELECT DISTINCT jsonb_array_elements_text(e.spec -> 'unique_while'))::jobs.status[]
+                    WHEN jsonb_typeof(e.spec -> 'unique_for') = 'string'
+                    THEN enum_range(NULL::jobs.status) END AS unique_states,
+               now() + (e.spec ->> 'unique_for')::interval AS unique_until
           FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
           JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind'
     ), keyless AS (
@@ -212,14 +276,18 @@ BEGIN
         RETURNING j.*
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   due_at, idempotency_key, ordering_key, parent_id, priority, key_owner)
+                                   due_at, idempotency_key, ordering_key, parent_id, priority, key_owner,
+                                   unique_states, unique_until)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_
+               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_,
+               s.unique_states, s.unique_until
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord
-        ON CONFLICT (kind, idempotency_key, key_owner) WHERE idempotency_key IS NOT NULL DO NOTHING
+        ON CONFLICT (kind, idempotency_key, key_owner)
+           WHERE idempotency_key IS NOT NULL AND (unique_states IS NULL OR status = ANY (unique_states))
+           DO NOTHING
         RETURNING j.*
     ), inserted AS (
         SELECT * FROM keyless UNION ALL SELECT * FROM keyed
@@ -242,18 +310,71 @@ BEGIN
         -- rows are the ones just inserted.
         RETURN QUERY SELECT r, true FROM unnest(created_rows) AS r;
     ELSE
-    -- A repeated key returns the existing job of the caller's key namespace, unchanged
-    -- (with producer ownership on, only a job the caller submitted). ON CONFLICT waited for a
-    -- concurrent inserter to commit, so under READ COMMITTED this new statement sees its row.
+    -- Debounce: a repeat that asks for it changes the key's job while the job is still
+    -- queued (the UPDATE's row lock and re-check make a claim that gets there first win: the
+    -- job then runs as it was, and the repeat returns it). A batch repeating a key several
+    -- times acts as its last repeat. run_after only moves later, and due_at with it: the
+    -- job's latency counts from when it was meant to run.
+    IF specs @? '$[*] ? (@.debounce.type() == "string")' THEN
+        WITH repeats AS (
+            SELECT DISTINCT ON (e.spec ->> 'kind', e.spec ->> 'idempotency_key')
+                   e.spec ->> 'kind' AS kind, e.spec ->> 'idempotency_key' AS key,
+                   e.spec ->> 'debounce' IN ('payload', 'payload_and_run_after') AS replaces,
+                   e.spec ->> 'debounce' IN ('run_after', 'payload_and_run_after') AS pushes,
+                   coalesce(nullif(e.spec -> 'payload', 'null'), '{}') AS payload,
+                   CASE WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
+                        THEN greatest((e.spec ->> 'run_after')::timestamptz, now()) ELSE now() END AS run_after,
+                   coalesce((e.spec ->> 'notify')::boolean, true) AS notify
+              FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
+             WHERE jsonb_typeof(e.spec -> 'debounce') = 'string' AND new_ids[e.ord] <> ALL (created_ids)
+             ORDER BY e.spec ->> 'kind', e.spec ->> 'idempotency_key', e.ord DESC
+        ), moved AS (
+            UPDATE jobs.job AS j
+               SET payload = CASE WHEN r.replaces THEN r.payload ELSE j.payload END,
+                   run_after = CASE WHEN r.pushes THEN greatest(j.run_after, r.run_after) ELSE j.run_after END,
+                   due_at = CASE WHEN r.pushes AND r.run_after > j.run_after THEN r.run_after ELSE j.due_at END,
+                   updated_at = now()
+              FROM repeats AS r
+             WHERE j.kind = r.kind AND j.idempotency_key = r.key AND j.key_owner IS NOT DISTINCT FROM owner_
+               AND (j.unique_states IS NULL OR j.status = ANY (j.unique_states))
+               AND j.status = 'queued'
+            RETURNING j AS job_row, j.id, j.queue, j.run_after, j.lease_version, r.pushes AND r.notify AS signal
+        ), logged AS (
+            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
+            SELECT m.id, now(), 'queued', 'queued', m.lease_version, 'debounced'
+              FROM moved AS m
+        ), signalled AS (
+            -- A pushed run_after needs a signal for its new time: the relay re-scores the
+            -- job's delayed entry (a signal at the old time only finds it not yet due).
+            SELECT count(pg_notify('jobs_submitted', json_build_object('id', m.id, 'queue', m.queue,
+                                                                       'run_after', m.run_after)::text)) AS n
+              FROM moved AS m
+             WHERE m.signal
+        )
+        SELECT coalesce(array_agg(m.job_row), '{}')
+          INTO debounced_rows
+          FROM moved AS m, signalled;
+    END IF;
+    -- A repeated key returns the job of the caller's key namespace that holds it (with
+    -- producer ownership on, only a job the caller submitted), as a debounce left it. ON
+    -- CONFLICT waited for a concurrent inserter to commit, so under READ COMMITTED this new
+    -- statement sees its row. With scoped keys several jobs may share a key: the one in scope
+    -- answers, or, if it left the scope since the insert met it, the newest.
     RETURN QUERY
-    SELECT CASE WHEN mine.id IS NOT NULL THEN mine ELSE theirs END, mine.id IS NOT NULL
+    SELECT CASE WHEN mine.id IS NOT NULL THEN mine
+                WHEN moved.id IS NOT NULL THEN moved
+                ELSE theirs.holder END, mine.id IS NOT NULL
       FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
       LEFT JOIN jobs.job AS mine ON mine.id = new_ids[e.ord] AND mine.id = ANY (created_ids)
-      LEFT JOIN jobs.job AS theirs
-             ON mine.id IS NULL
-            AND theirs.kind = e.spec ->> 'kind'
-            AND theirs.idempotency_key = e.spec ->> 'idempotency_key'
-            AND theirs.key_owner IS NOT DISTINCT FROM owner_
+      LEFT JOIN LATERAL (
+           SELECT h AS holder FROM jobs.job AS h
+            WHERE mine.id IS NULL
+              AND h.kind = e.spec ->> 'kind'
+              AND h.idempotency_key = e.spec ->> 'idempotency_key'
+              AND h.key_owner IS NOT DISTINCT FROM owner_
+            ORDER BY (h.unique_states IS NULL OR h.status = ANY (h.unique_states)) DESC, h.id DESC
+            LIMIT 1) AS theirs ON true
+      LEFT JOIN unnest(debounced_rows) AS moved ON moved.id = (theirs.holder).id
      ORDER BY e.ord;
     END IF;
 

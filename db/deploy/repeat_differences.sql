@@ -1,4 +1,5 @@
 -- Deploy jobfence:repeat_differences to pg
+-- requires: job_unique_scope
 -- requires: job
 -- requires: key_owner
 -- requires: jobs_producer
@@ -13,7 +14,10 @@ BEGIN;
 -- run_after and priority when the spec names them (run_after as the job's due_at: a past
 -- timestamp was submitted as its creation time). The kind is part of the key. Call it in
 -- the transaction of the submit, for the specs that were not created, to act on the answer
--- before committing. `pos` is the spec's 0-based position in specs.
+-- before committing. `pos` is the spec's 0-based position in specs. With scoped keys several
+-- jobs may share a key: the repeat is compared with the one holding it (in scope), or else the
+-- newest, as jobs.insert_jobs answers. A spec that asks for a debounce differs on purpose
+-- and is never reported.
 CREATE OR REPLACE FUNCTION jobs.repeat_differences(specs jsonb)
 RETURNS TABLE (pos integer, idempotency_key text, job_id bigint, differs text[])
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -30,11 +34,15 @@ BEGIN
     RETURN QUERY
     SELECT (e.ord - 1)::integer, j.idempotency_key, j.id, d.differs
       FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
-      JOIN jobs.job AS j
-        ON jsonb_typeof(e.spec) = 'object'
-       AND j.kind = e.spec ->> 'kind'
-       AND j.idempotency_key = e.spec ->> 'idempotency_key'
-       AND j.key_owner IS NOT DISTINCT FROM owner_
+     CROSS JOIN LATERAL (
+           SELECT h.* FROM jobs.job AS h
+            WHERE jsonb_typeof(e.spec) = 'object'
+              AND coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') = 'null'
+              AND h.kind = e.spec ->> 'kind'
+              AND h.idempotency_key = e.spec ->> 'idempotency_key'
+              AND h.key_owner IS NOT DISTINCT FROM owner_
+            ORDER BY (h.unique_states IS NULL OR h.status = ANY (h.unique_states)) DESC, h.id DESC
+            LIMIT 1) AS j
      CROSS JOIN LATERAL (
            SELECT ARRAY(SELECT f FROM unnest(ARRAY[
                       CASE WHEN j.payload IS DISTINCT FROM coalesce(nullif(e.spec -> 'payload', 'null'), '{}') THEN 'payload' END,

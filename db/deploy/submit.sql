@@ -1,14 +1,21 @@
 -- Deploy jobfence:submit to pg
 -- requires: insert_jobs
 BEGIN;
-CREATE OR REPLACE FUNCTION jobs.submit(
+-- New parameters go last, with defaults, so every call of the first release (by position
+-- or by name) means what it meant. CREATE OR REPLACE cannot add parameters: the released
+-- form is dropped in the transaction that creates this one, so no call finds neither.
+DROP FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer);
+CREATE FUNCTION jobs.submit(
     kind            text,
     payload         jsonb DEFAULT '{}',
     idempotency_key text DEFAULT NULL,
     run_after       timestamptz DEFAULT NULL,
     ordering_key    text DEFAULT NULL,
     notify          boolean DEFAULT true,
-    priority        integer DEFAULT NULL)
+    priority        integer DEFAULT NULL,
+    unique_while    jobs.status[] DEFAULT NULL,
+    unique_for      interval DEFAULT NULL,
+    debounce        text DEFAULT NULL)
 RETURNS jobs.job
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -23,6 +30,8 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'Pass ''{}'' (or omit it) for no payload.';
     END IF;
     -- PL/pgSQL rather than SQL: it caches the plan; a non-inlinable SQL function re-plans every call.
+    -- The spec carries unique_for as text, read back by insert_jobs in this same session
+    -- (so under the same IntervalStyle).
     SELECT (r.job).* INTO submitted
       FROM jobs.insert_jobs(
                'jobs.submit',
@@ -30,12 +39,13 @@ BEGIN
                    'kind', submit.kind, 'payload', submit.payload,
                    'idempotency_key', submit.idempotency_key, 'run_after', submit.run_after,
                    'ordering_key', submit.ordering_key, 'notify', coalesce(submit.notify, true),
-                   'priority', submit.priority)),
+                   'priority', submit.priority, 'unique_while', to_jsonb(submit.unique_while),
+                   'unique_for', submit.unique_for::text, 'debounce', submit.debounce)),
                NULL, true) AS r;
     RETURN submitted;
 END $$;
-COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) IS
-    'Create a queued job (new -> queued). A repeated idempotency_key returns the existing job unchanged. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit. priority: 0 (first) to 9, NULL for the kind''s.';
-REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer) TO jobs_producer, jobs_admin;
+COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text) IS
+    'Create a queued job (new -> queued). A repeated idempotency_key returns the job holding the key (unique_while: the states in which it holds it, including queued; unique_for: for how long; NULL: always), changed by debounce (payload, run_after or payload_and_run_after) while it is queued. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit. priority: 0 (first) to 9, NULL for the kind''s.';
+REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -1,5 +1,6 @@
 -- Deploy jobfence:transitions to pg
 -- requires: status
+-- requires: event_reason_debounced
 BEGIN;
 -- The legal transition table of docs/sql-api.md in one place: every event a jobs.* function
 -- writes is one of these rows (the pgTAP suite and the property tests read it from here and
@@ -15,6 +16,8 @@ BEGIN
     SELECT t.reason, t.from_status::jobs.status, t.to_status::jobs.status, t.bumps
       FROM (VALUES
         ('submitted',        NULL,             'queued',         false),
+        -- A repeated key's debounce: the payload or run_after changes, the state does not.
+        ('debounced',        'queued',         'queued',         false),
         ('enqueue_failed',   'queued',         'enqueue_failed', false),
         ('recovered',        'enqueue_failed', 'queued',         false),
         ('claimed',          'queued',         'processing',     true),

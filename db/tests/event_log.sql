@@ -2,7 +2,7 @@
 -- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
-SELECT plan(42);
+SELECT plan(43);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -164,6 +164,12 @@ DO $$ BEGIN
     PERFORM jobs.snooze(pg_temp.id('sn'), 'w1', 1, interval '1 minute');
 END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('sn')), '(processing,queued,2,w1,snoozed,)', 'event_log: snooze -> snoozed, lease_version bumped, no error');
+DO $$ BEGIN
+    INSERT INTO ids SELECT 'db', (jobs.submit('tc.ev', '{"v": 1}', 'ev-db')).id;
+    PERFORM pg_temp.mark(pg_temp.id('db'));
+    PERFORM jobs.submit('tc.ev', '{"v": 2}', 'ev-db', debounce => 'payload');
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('db')), '(queued,queued,0,,debounced,)', 'event_log: a debounced repeat -> queued -> queued, debounced, lease_version kept');
 
 -- invariants over every event written here
 SELECT bag_eq($$ SELECT DISTINCT reason FROM jobs.event WHERE job_id IN (SELECT id FROM ids) $$,

@@ -25,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import LostConnections, connect_kwargs, stamp_returned
+from .db import LostConnections, connect_kwargs, scope_params, stamp_returned
 from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
 from .transport import fill_pipeline
@@ -137,12 +137,13 @@ class AsyncClient:
     async def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                      run_after: datetime | None = None, ordering_key: str | None = None,
                      priority: int | None = None,
-                     conn: psycopg.AsyncConnection | None = None) -> int:
+                     conn: psycopg.AsyncConnection | None = None, **scope) -> int:
         """``conn``: on the caller's connection, inside its transaction, pushed by the relay
-        once it commits (``Client.submit``)."""
+        once it commits (``Client.submit``). ``scope``: unique_while, unique_for, debounce."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,
-                  "ordering_key": ordering_key, "notify": conn is not None, "priority": priority}
+                  "ordering_key": ordering_key, "notify": conn is not None, "priority": priority,
+                  **scope_params(**scope)}
         if conn is not None:
             try:
                 async with conn.cursor(row_factory=rows.JOB) as cur:
@@ -167,13 +168,13 @@ class AsyncClient:
     async def submit_job(self, kind: str, payload: Any = None, *,
                          idempotency_key: str | None = None, run_after: datetime | None = None,
                          ordering_key: str | None = None, priority: int | None = None,
-                         compare: dict | None = None) -> tuple[Submitted, bool]:
+                         compare: dict | None = None, **scope) -> tuple[Submitted, bool]:
         """``submit`` answering (the job, whether its signal reached Redis). ``compare``: the
         spec to hold a repeated key's job to (see ``_submitted``)."""
         found = await self._submitted(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "priority": priority}, rows.JOB,
+            "ordering_key": ordering_key, "priority": priority, **scope_params(**scope)}, rows.JOB,
             lambda got: [s.created for s in _with_created(got)],
             None if compare is None or idempotency_key is None else [compare])
         submitted = _with_created(found)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
 import psycopg
@@ -50,8 +50,17 @@ class Client:
     # -- producing ------------------------------------------------------------------------
     def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                run_after: datetime | None = None, ordering_key: str | None = None,
-               priority: int | None = None, conn: psycopg.Connection | None = None) -> int:
+               priority: int | None = None, conn: psycopg.Connection | None = None,
+               unique_while: Sequence[str] | None = None,
+               unique_for: float | timedelta | str | None = None,
+               debounce: str | None = None) -> int:
         """``priority``: 0 (runs first) to 9; None takes the kind's (docs/python.md).
+
+        ``unique_while`` (job states, including "queued"), ``unique_for`` (seconds, a
+        timedelta or "1 hour") and ``debounce`` ("payload", "run_after" or
+        "payload_and_run_after") scope ``idempotency_key`` and say what a repeat changes
+        (docs/python.md, "Scoped keys and debounce"). A debounced job is signalled again
+        for its new run_after.
 
         ``conn``: submit on the caller's psycopg connection, inside its transaction, so an
         application writes its rows and its job in one commit. Nothing is pushed here: the
@@ -60,23 +69,25 @@ class Client:
         if conn is not None:
             return self.db.submit(kind, payload, idempotency_key=idempotency_key,
                                   run_after=run_after, ordering_key=ordering_key, notify=True,
-                                  priority=priority, conn=conn).id
+                                  priority=priority, conn=conn, unique_while=unique_while,
+                                  unique_for=unique_for, debounce=debounce).id
         job = self.db.submit(kind, payload, idempotency_key=idempotency_key,
                              run_after=run_after, ordering_key=ordering_key, notify=False,
-                             priority=priority)
+                             priority=priority, unique_while=unique_while,
+                             unique_for=unique_for, debounce=debounce)
         self._signal([job])
         return job.id
 
     def submit_job(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                    run_after: datetime | None = None,
                    ordering_key: str | None = None,
-                   priority: int | None = None) -> tuple[int, bool]:
+                   priority: int | None = None, **scope) -> tuple[int, bool]:
         """``submit`` answering (id, created): created is false when ``idempotency_key``
         named an existing job, which is then returned as it is (and signalled only if it
         still waits for one)."""
         job, created = self.db.submit_created(kind, payload, idempotency_key=idempotency_key,
                                               run_after=run_after, ordering_key=ordering_key,
-                                              priority=priority)
+                                              priority=priority, **scope)
         self._signal([job])
         return job.id, created
 
@@ -84,7 +95,7 @@ class Client:
                     conn: psycopg.Connection | None = None) -> list[int]:
         """Submit many jobs in one transaction: each spec is a dict with ``kind`` and
         optionally ``payload``, ``idempotency_key``, ``run_after``, ``ordering_key``,
-        ``priority`` — or a
+        ``priority``, ``unique_while``, ``unique_for``, ``debounce`` — or a
         ``(kind, payload)`` tuple. Returns ids in spec order. ``conn``: in the caller's
         transaction, as ``submit``."""
         if conn is not None:

@@ -36,11 +36,34 @@ def _seconds(value: float | timedelta | None) -> timedelta | None:
     return timedelta(seconds=float(value))
 
 
+def interval_text(value: float | timedelta | str | None) -> str | None:
+    """A period as PostgreSQL reads an interval: seconds (a number or a timedelta) or the
+    text itself ("1 hour")."""
+    if value is None or isinstance(value, str):
+        return value
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return f"{seconds!r} seconds"
+
+
+def scope_params(unique_while: Sequence[str] | None = None,
+                 unique_for: float | timedelta | str | None = None,
+                 debounce: str | None = None) -> dict:
+    """The scoped-key arguments of ``jobs.submit`` (docs/sql-api.md, "Scoped keys and
+    debounce"), as the statements of ``jobfence.sql`` take them."""
+    return {"unique_while": None if unique_while is None else list(unique_while),
+            "unique_for": interval_text(unique_for), "debounce": debounce}
+
+
 def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
           run_after: datetime | None = None, ordering_key: str | None = None,
-          notify: bool = False, priority: int | None = None) -> dict:
+          notify: bool = False, priority: int | None = None,
+          unique_while: Sequence[str] | None = None,
+          unique_for: float | timedelta | str | None = None,
+          debounce: str | None = None) -> dict:
     spec: dict[str, Any] = {"kind": kind, "payload": {} if payload is None else payload,
                             "notify": notify}
+    spec.update((k, v) for k, v in scope_params(unique_while, unique_for, debounce).items()
+                if v is not None)
     if idempotency_key is not None:
         spec["idempotency_key"] = idempotency_key
     if run_after is not None:
@@ -297,11 +320,13 @@ class Database:
     def submit(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                run_after: datetime | None = None, ordering_key: str | None = None,
                notify: bool = False, priority: int | None = None,
-               conn: psycopg.Connection | None = None) -> rows.Job:
-        """With ``conn``, on the caller's connection, inside its transaction."""
+               conn: psycopg.Connection | None = None, **scope) -> rows.Job:
+        """With ``conn``, on the caller's connection, inside its transaction. ``scope``:
+        unique_while, unique_for, debounce (``scope_params``)."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,
-                  "ordering_key": ordering_key, "notify": notify, "priority": priority}
+                  "ordering_key": ordering_key, "notify": notify, "priority": priority,
+                  **scope_params(**scope)}
         if conn is not None:
             return self.run(conn, sql.SUBMIT, params, rows.JOB)[0]
         return self._one(sql.SUBMIT, params, rows.JOB)
@@ -309,13 +334,13 @@ class Database:
     def submit_created(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
                        run_after: datetime | None = None,
                        ordering_key: str | None = None,
-                       priority: int | None = None) -> tuple[rows.Job, bool]:
+                       priority: int | None = None, **scope) -> tuple[rows.Job, bool]:
         """``submit(notify => false)`` answering (the job, whether this call created it):
         false for an idempotent repeat of an earlier submit."""
         job = self._one(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "priority": priority}, rows.JOB)
+            "ordering_key": ordering_key, "priority": priority, **scope_params(**scope)}, rows.JOB)
         return rows.split_created(job)
 
     def submit_many(self, specs: Sequence[dict], conn: psycopg.Connection | None = None

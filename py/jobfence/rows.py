@@ -107,6 +107,10 @@ class Job:
     progress: Any = None
     progress_at: datetime | None = None
     snoozes: int = 0
+    # Scoped idempotency keys: the states in which the job holds its key (None: always;
+    # []: released) and when its hold ends.
+    unique_states: list | None = None
+    unique_until: datetime | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -131,6 +135,13 @@ class Event:
     extra: dict = field(default_factory=dict)
 
 
+def enum_array(text: str) -> list[str]:
+    """An array of enum labels in PostgreSQL's text form (psycopg knows no jobs.status[]):
+    "{queued,processing}" -> ["queued", "processing"]. Job states need no quoting."""
+    inner = text.strip("{}")
+    return inner.split(",") if inner else []
+
+
 def _tolerant(cls):
     known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
 
@@ -138,6 +149,8 @@ def _tolerant(cls):
         extra = {k: v for k, v in cols.items() if k not in known}
         fields_ = {k: (str(v) if k in ("status", "from_status", "to_status") and v is not None
                        else v) for k, v in cols.items() if k in known}
+        if isinstance(fields_.get("unique_states"), str):
+            fields_["unique_states"] = enum_array(fields_["unique_states"])
         return cls(**fields_, extra=extra)
 
     return kwargs_row(make)

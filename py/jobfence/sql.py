@@ -18,7 +18,8 @@ SUBMIT = """
 SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                           idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
                           ordering_key => %(ordering_key)s, notify => %(notify)s,
-                          priority => %(priority)s)
+                          priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
+                          unique_for => %(unique_for)s::interval, debounce => %(debounce)s)
 """
 SUBMIT_MANY = "SELECT * FROM jobs.submit_many(specs => %(specs)s)"
 # The producer's hot path needs only where to push each job: five columns, not the whole row.
@@ -34,7 +35,8 @@ SELECT *, created_at = now() AS created
   FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                    idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
                    ordering_key => %(ordering_key)s, notify => false,
-                   priority => %(priority)s)
+                   priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
+                   unique_for => %(unique_for)s::interval, debounce => %(debounce)s)
 """
 # A batch's answer needs where to push each job and what to report, not the whole row: decoding
 # every column (payload, a dozen timestamps) of 1,000 rows was most of the API's time per batch.

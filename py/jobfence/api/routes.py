@@ -103,15 +103,17 @@ SUBMIT_ERRORS = _problems(400, 401, 403, 413, 415, 422, 503)
 async def submit_job(request: Request, spec: s.JobSpec,
                      _idempotency_key: Optional[str] = Header(
                          None, alias="Idempotency-Key",
-                         description="Unique per kind; an identical repeat returns the existing "
-                                     "job (200), one whose payload, run_after, ordering_key or "
-                                     "priority differ is a 422. UTF-8."),
+                         description="Unique per kind (scoped by unique_while and unique_for); "
+                                     "an identical repeat returns the existing job (200), one "
+                                     "whose payload, run_after, ordering_key or priority differ "
+                                     "is a 422 unless it asks for a debounce. UTF-8."),
                      _scope=producer):
     key = header_text(request, "Idempotency-Key")
     submitted, _pushed = await _client(request).submit_job(
         spec.kind, spec.payload, idempotency_key=key,
         run_after=spec.run_after, ordering_key=spec.ordering_key, priority=spec.priority,
-        compare=spec.compared(key))
+        compare=spec.compared(key), unique_while=spec.unique_while, unique_for=spec.unique_for,
+        debounce=spec.debounce)
     job = submitted.job
     _noted(request, [job] if submitted.created else [])
     return Json(_accepted(job, submitted.created),

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
+from ..db import scope_params
+
 MAX_SPECS = 1000
 # Seconds from now beyond this are a typo, not a schedule (and would overflow a datetime).
 MAX_OFFSET_SECONDS = 100 * 365 * 86400
@@ -36,6 +38,13 @@ def _when(value: Union[int, float, str]) -> datetime:
                                  timezone.utc)
 
 
+Debounce = Literal["payload", "run_after", "payload_and_run_after"]
+# A period: seconds, or PostgreSQL's interval text ("1 hour"), which jobs.insert_jobs checks.
+UniqueFor = Union[Annotated[StrictInt, Field(gt=0, le=MAX_OFFSET_SECONDS)],
+                  Annotated[StrictFloat, Field(gt=0, le=MAX_OFFSET_SECONDS)],
+                  Annotated[StrictStr, Field(min_length=1, max_length=100)]]
+
+
 RunAfter = Annotated[
     Union[StrictInt, StrictFloat, Annotated[StrictStr, Field(json_schema_extra={"format": "date-time"})]],
     AfterValidator(_when),
@@ -57,9 +66,20 @@ class JobSpec(BaseModel):
                                               "one at a time, in id order.")
     priority: Optional[Annotated[StrictInt, Field(ge=0, le=9)]] = Field(
         None, description="0 (runs first) to 9; null or absent: the kind's priority.")
+    unique_while: Optional[list[Status]] = Field(
+        None, min_length=1, description="The states in which the job holds its idempotency "
+        "key (including queued); absent: every state, for good.")
+    unique_for: Optional[UniqueFor] = Field(
+        None, description="How long the job holds its idempotency key: seconds, or an "
+        "interval such as \"1 hour\"; absent: no end.")
+    debounce: Optional[Debounce] = Field(
+        None, description="What a repeat of the key does to its job while it is queued: "
+        "replace the payload, push run_after later, or both; absent: nothing.")
 
     def spec(self, idempotency_key: str | None = None) -> dict:
         out: dict[str, Any] = {"kind": self.kind, "payload": self.payload}
+        out.update(scope_params(self.unique_while, self.unique_for, self.debounce))
+        out = {k: v for k, v in out.items() if v is not None}
         if self.priority is not None:
             out["priority"] = self.priority
         if self.run_after is not None:

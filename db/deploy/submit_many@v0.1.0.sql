@@ -1,0 +1,17 @@
+-- Deploy jobfence:submit_many to pg
+-- requires: insert_jobs
+BEGIN;
+CREATE OR REPLACE FUNCTION jobs.submit_many(specs jsonb)
+RETURNS SETOF jobs.job
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY SELECT (r.job).* FROM jobs.insert_jobs('jobs.submit_many', submit_many.specs, NULL, false) AS r;
+END $$;
+COMMENT ON FUNCTION jobs.submit_many(jsonb) IS
+    'Create many queued jobs in one call, all or nothing; returns them in input order (existing jobs for repeated idempotency keys). specs: [{kind, payload, idempotency_key, run_after, ordering_key, notify, priority}], at most 10000 (more: 22023).';
+REVOKE ALL ON FUNCTION jobs.submit_many(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.submit_many(jsonb) TO jobs_producer, jobs_admin;
+COMMIT;

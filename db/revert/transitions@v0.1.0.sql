@@ -1,0 +1,4 @@
+-- Revert jobfence:transitions from pg
+BEGIN;
+DROP FUNCTION jobs.transitions();
+COMMIT;
