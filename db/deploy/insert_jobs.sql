@@ -7,10 +7,11 @@
 -- requires: parse_interval
 -- requires: job_unique_scope
 -- requires: event_reason_debounced
+-- requires: job_traceparent
 BEGIN;
 -- The (new) -> queued transition shared by submit, submit_many and fan_out: validates the
 -- specs, honours idempotency keys (scoped, and debounced: docs/sql-api.md "Scoped keys and
--- debounce"), serialises ordering keys, logs events and sends the outbox notifications
+-- debounce"), records the producer's trace context, serialises ordering keys, logs events and sends the outbox notifications
 -- (delivered by PostgreSQL only if the caller's transaction commits).
 -- Set-based: a batch of any size is a fixed number of statements, not two INSERTs per spec.
 CREATE OR REPLACE FUNCTION jobs.insert_jobs(caller text, specs jsonb, parent_id bigint, single boolean)
@@ -57,7 +58,7 @@ BEGIN
       FROM (SELECT e.ord - 1 AS pos, e.spec, t.max_payload_bytes AS limit_bytes,
                    CASE
                        WHEN jsonb_typeof(e.spec) <> 'object' THEN 'not_object'
-                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce}'::text[] <> '{}' THEN 'extra_keys'
+                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent}'::text[] <> '{}' THEN 'extra_keys'
                        WHEN jsonb_typeof(e.spec -> 'kind') IS DISTINCT FROM 'string' THEN 'kind_type'
                        -- A declared kind passed define_type's name check: the pattern only
                        -- needs testing on names that are not declared.
@@ -96,6 +97,14 @@ BEGIN
                         AND (coalesce(jsonb_typeof(e.spec -> 'unique_while'), 'null') <> 'null'
                              OR coalesce(jsonb_typeof(e.spec -> 'unique_for'), 'null') <> 'null'
                              OR coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') <> 'null') THEN 'scope_without_key'
+                       -- W3C Trace Context: version 00's layout, and neither id all zeros
+                       -- (the format's "invalid"), so every span linked to it is valid.
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'traceparent'), 'null') <> 'null'
+                        AND coalesce(NOT ((e.spec ->> 'traceparent') ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                                          AND substr(e.spec ->> 'traceparent', 4, 32) <> repeat('0', 32)
+                                          AND substr(e.spec ->> 'traceparent', 37, 16) <> repeat('0', 16)
+                                          AND left(e.spec ->> 'traceparent', 2) <> 'ff')
+                                     OR jsonb_typeof(e.spec -> 'traceparent') <> 'string', true) THEN 'traceparent_value'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
                        WHEN octet_length(p.payload_text) > t.max_payload_bytes THEN 'payload_size'
                        -- Clients parse payloads recursively (Python's json stops near 1000 levels).
@@ -154,9 +163,9 @@ BEGIN
         ELSIF bad.problem = 'extra_keys' THEN
             RAISE EXCEPTION '%: unknown key(s) in job spec: %', at_,
                 (SELECT string_agg(k, ', ' ORDER BY k) FROM jsonb_object_keys(bad.spec
-                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce}'::text[]) AS k)
+                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent}'::text[]) AS k)
                 USING ERRCODE = '22023',
-                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce.';
+                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce, traceparent.';
         ELSIF bad.problem = 'kind_type' THEN
             RAISE EXCEPTION '%: kind must be a string', at_
                 USING ERRCODE = '22023', HINT = 'Declare kinds with jobs.define_type and pass the name.';
@@ -200,6 +209,10 @@ BEGIN
             RAISE EXCEPTION '%: debounce must be "payload", "run_after" or "payload_and_run_after", got %', at_, bad.spec -> 'debounce'
                 USING ERRCODE = '22023',
                       HINT = 'A repeat of the key while its job is queued replaces the payload, pushes run_after later, or both.';
+        ELSIF bad.problem = 'traceparent_value' THEN
+            RAISE EXCEPTION '%: traceparent must be a W3C traceparent, got %', at_, bad.spec -> 'traceparent'
+                USING ERRCODE = '22023',
+                      HINT = 'E.g. "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": what the producer''s tracing library injects as "traceparent".';
         ELSIF bad.problem = 'scope_without_key' THEN
             RAISE EXCEPTION '%: unique_while, unique_for and debounce need an idempotency_key', at_
                 USING ERRCODE = '22023', HINT = 'They say how long a key is held and what a repeat of it does: name the key.';
@@ -261,15 +274,16 @@ BEGIN
                     THEN ARRAY(SELECT DISTINCT jsonb_array_elements_text(e.spec -> 'unique_while'))::jobs.status[]
                     WHEN jsonb_typeof(e.spec -> 'unique_for') = 'string'
                     THEN enum_range(NULL::jobs.status) END AS unique_states,
-               now() + (e.spec ->> 'unique_for')::interval AS unique_until
+               now() + (e.spec ->> 'unique_for')::interval AS unique_until,
+               e.spec ->> 'traceparent' AS traceparent
           FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
           JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind'
     ), keyless AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   due_at, idempotency_key, ordering_key, parent_id, priority)
+                                   due_at, idempotency_key, ordering_key, parent_id, priority, traceparent)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority
+               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority, s.traceparent
           FROM src AS s
          WHERE s.idempotency_key IS NULL
          ORDER BY s.ord
@@ -277,11 +291,11 @@ BEGIN
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
                                    due_at, idempotency_key, ordering_key, parent_id, priority, key_owner,
-                                   unique_states, unique_until)
+                                   unique_states, unique_until, traceparent)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
                s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_,
-               s.unique_states, s.unique_until
+               s.unique_states, s.unique_until, s.traceparent
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord

@@ -9,8 +9,9 @@ CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], pu
 INSERT INTO expected_fn VALUES
     ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)', 'jobs.job_type',
      '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period,on_dead}', true),
-    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text)', 'jobs.job',
-     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce}', true),
+    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text)', 'jobs.job',
+     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent}', true),
+    ('jobs.trace_contexts(bigint[])', 'TABLE(job_id bigint, traceparent text)', '{job_ids,job_id,traceparent}', true),
     ('jobs.pause(text)', 'boolean', '{queue}', true),
     ('jobs.resume(text)', 'boolean', '{queue}', true),
     ('jobs.paused_queues()', 'TABLE(queue text, paused_at timestamp with time zone, paused_by text)', '{queue,paused_at,paused_by}', true),
@@ -210,7 +211,7 @@ SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expe
 
 -- each public signature exists (has_function with argument types).
 SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period, on_dead) exists');
-SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text) exists');
+SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text) exists');
 SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
 SELECT has_function('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'style: jobs.mark_enqueue_failed(bigint[]) exists');
@@ -249,7 +250,7 @@ SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(b
 
 -- return types as in docs/design.md §4.
 SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
-SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text'], 'jobs.job', 'style: submit returns jobs.job');
+SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
 SELECT function_returns('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'integer', 'style: mark_enqueue_failed returns integer');
@@ -278,8 +279,8 @@ SELECT is_empty($$ SELECT e.signature, p.proargnames
                 'style: every public function has the contract''s parameter names in order');
 
 -- defaults the contract names (omitted arguments).
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text)')),
-          9::smallint, 'style: submit has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text)')),
+          10::smallint, 'style: submit has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)')),
           18::smallint, 'style: define_type has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),

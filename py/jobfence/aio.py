@@ -25,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import LostConnections, connect_kwargs, scope_params, stamp_returned
+from .db import LostConnections, connect_kwargs, spec_options, stamp_returned
 from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
 from .transport import fill_pipeline
@@ -143,7 +143,7 @@ class AsyncClient:
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,
                   "ordering_key": ordering_key, "notify": conn is not None, "priority": priority,
-                  **scope_params(**scope)}
+                  **spec_options(**scope)}
         if conn is not None:
             try:
                 async with conn.cursor(row_factory=rows.JOB) as cur:
@@ -160,7 +160,7 @@ class AsyncClient:
 
     async def submit_many(self, specs: Sequence[dict | tuple]) -> list[int]:
         submitted = await self._all(sql.SUBMIT_MANY_SIGNALS,
-                                    {"specs": Jsonb([Client._normalise(s) for s in specs])}, tuple_row)
+                                    {"specs": Jsonb(Client._normalised(specs))}, tuple_row)
         await self._push([(job_id, queue, due, priority)
                           for job_id, queue, due, waits, priority in submitted if waits])
         return [row[0] for row in submitted]
@@ -174,7 +174,7 @@ class AsyncClient:
         found = await self._submitted(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "priority": priority, **scope_params(**scope)}, rows.JOB,
+            "ordering_key": ordering_key, "priority": priority, **spec_options(**scope)}, rows.JOB,
             lambda got: [s.created for s in _with_created(got)],
             None if compare is None or idempotency_key is None else [compare])
         submitted = _with_created(found)
@@ -188,7 +188,7 @@ class AsyncClient:
         run_after, priority, pending_children); the others keep their defaults. ``compare``:
         per spec, what a repeated key's job is held to (see ``_submitted``)."""
         found = await self._submitted(sql.SUBMIT_MANY_CREATED,
-                                      {"specs": Jsonb([Client._normalise(s) for s in specs])},
+                                      {"specs": Jsonb(Client._normalised(specs))},
                                       tuple_row, lambda got: [row[-1] for row in got], compare)
         submitted = [Submitted(rows.Job(id=i, kind=kind, queue=queue, status=status, run_after=due,
                                         priority=priority, pending_children=waiting), created)
@@ -201,8 +201,8 @@ class AsyncClient:
         """``fan_out``: (the coordinator, its children, whether their signals were pushed).
         ``compare``: what a repeated coordinator key's job is held to (see ``_submitted``)."""
         (coordinator,) = _with_created(await self._submitted(sql.FAN_OUT_CREATED, {
-            "children": Jsonb([Client._normalise(c) for c in children]),
-            "then_spec": Jsonb(Client._normalise(then))}, rows.JOB,
+            "children": Jsonb(Client._normalised(children)),
+            "then_spec": Jsonb(Client._normalised([then])[0])}, rows.JOB,
             lambda got: [s.created for s in _with_created(got)],
             None if compare is None else [compare]))
         # As Client.fan_out: the children's ids are only known by reading them back.

@@ -13,6 +13,7 @@ import redis
 from . import log as jlog
 from .db import Database, job_spec
 from .rows import Event, Job, Outcome
+from .tracing import current_traceparent
 from .transport import Transport
 
 logger = logging.getLogger("jobfence.client")
@@ -100,8 +101,8 @@ class Client:
         transaction, as ``submit``."""
         if conn is not None:
             return [job.id for job in self.db.submit_many(
-                [dict(self._normalise(s), notify=True) for s in specs], conn=conn)]
-        submitted = self.db.submit_many_signals([self._normalise(s) for s in specs])
+                [dict(s, notify=True) for s in self._normalised(specs)], conn=conn)]
+        submitted = self.db.submit_many_signals(self._normalised(specs))
         # An idempotent repeat may be a finished job; a coordinator waits for its children.
         self._push([(job_id, queue, due, priority)
                     for job_id, queue, due, waits, priority in submitted if waits])
@@ -110,8 +111,8 @@ class Client:
     def fan_out(self, children: Sequence[dict | tuple], then: dict | tuple) -> int:
         """Submit children and a coordinator that becomes claimable once every child is
         terminal; returns the coordinator's id."""
-        coordinator = self.db.fan_out([self._normalise(c) for c in children],
-                                      self._normalise(then))
+        *kids, coordinator_spec = self._normalised([*children, then])
+        coordinator = self.db.fan_out(kids, coordinator_spec)
         # fan_out returns only the coordinator, so the children's ids are unknown here:
         # reading them back with jobs.children is the one round trip (jobs.signals would
         # need the ids first, a second one). _signal applies jobs.signals' rule to the rows.
@@ -119,13 +120,21 @@ class Client:
         return coordinator.id
 
     @staticmethod
-    def _normalise(spec: dict | tuple) -> dict:
+    def _normalise(spec: dict | tuple, traceparent: str | None = None) -> dict:
         if isinstance(spec, tuple):
             spec = {"kind": spec[0], "payload": spec[1] if len(spec) > 1 else None}
         spec = dict(spec)
         kind = spec.pop("kind")
         payload = spec.pop("payload", None)
+        spec.setdefault("traceparent", traceparent)
         return job_spec(kind, payload, notify=False, **spec)
+
+    @staticmethod
+    def _normalised(specs: Iterable[dict | tuple]) -> list[dict]:
+        """Specs as jobs.submit_many takes them, under the caller's trace context (looked up
+        once for the batch)."""
+        traceparent = current_traceparent()
+        return [Client._normalise(s, traceparent) for s in specs]
 
     def _signal(self, jobs: Iterable[Job]) -> None:
         # Only queued jobs are worth a signal: an idempotent repeat may return a finished

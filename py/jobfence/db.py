@@ -25,6 +25,7 @@ from . import log as jlog
 from . import rows, sql
 from .jsonload import tolerate
 from .errors import translate
+from .tracing import current_traceparent
 
 
 logger = logging.getLogger("jobfence.db")
@@ -45,13 +46,17 @@ def interval_text(value: float | timedelta | str | None) -> str | None:
     return f"{seconds!r} seconds"
 
 
-def scope_params(unique_while: Sequence[str] | None = None,
+def spec_options(unique_while: Sequence[str] | None = None,
                  unique_for: float | timedelta | str | None = None,
-                 debounce: str | None = None) -> dict:
-    """The scoped-key arguments of ``jobs.submit`` (docs/sql-api.md, "Scoped keys and
-    debounce"), as the statements of ``jobfence.sql`` take them."""
+                 debounce: str | None = None, traceparent: str | None = None, *,
+                 current: bool = True) -> dict:
+    """The newer arguments of ``jobs.submit`` as the statements of ``jobfence.sql`` take
+    them: the scoped key (docs/sql-api.md, "Scoped keys and debounce") and the producer's
+    trace context, the caller's current span unless given (docs/observability.md,
+    "Tracing")."""
     return {"unique_while": None if unique_while is None else list(unique_while),
-            "unique_for": interval_text(unique_for), "debounce": debounce}
+            "unique_for": interval_text(unique_for), "debounce": debounce,
+            "traceparent": traceparent or (current_traceparent() if current else None)}
 
 
 def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
@@ -59,10 +64,13 @@ def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = No
           notify: bool = False, priority: int | None = None,
           unique_while: Sequence[str] | None = None,
           unique_for: float | timedelta | str | None = None,
-          debounce: str | None = None) -> dict:
+          debounce: str | None = None, traceparent: str | None = None) -> dict:
     spec: dict[str, Any] = {"kind": kind, "payload": {} if payload is None else payload,
                             "notify": notify}
-    spec.update((k, v) for k, v in scope_params(unique_while, unique_for, debounce).items()
+    # The batch's callers look the current trace context up once (Client._normalised), not
+    # once per spec.
+    spec.update((k, v) for k, v in spec_options(unique_while, unique_for, debounce, traceparent,
+                                                current=False).items()
                 if v is not None)
     if idempotency_key is not None:
         spec["idempotency_key"] = idempotency_key
@@ -322,11 +330,11 @@ class Database:
                notify: bool = False, priority: int | None = None,
                conn: psycopg.Connection | None = None, **scope) -> rows.Job:
         """With ``conn``, on the caller's connection, inside its transaction. ``scope``:
-        unique_while, unique_for, debounce (``scope_params``)."""
+        unique_while, unique_for, debounce (``spec_options``)."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,
                   "ordering_key": ordering_key, "notify": notify, "priority": priority,
-                  **scope_params(**scope)}
+                  **spec_options(**scope)}
         if conn is not None:
             return self.run(conn, sql.SUBMIT, params, rows.JOB)[0]
         return self._one(sql.SUBMIT, params, rows.JOB)
@@ -340,7 +348,7 @@ class Database:
         job = self._one(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": run_after,
-            "ordering_key": ordering_key, "priority": priority, **scope_params(**scope)}, rows.JOB)
+            "ordering_key": ordering_key, "priority": priority, **spec_options(**scope)}, rows.JOB)
         return rows.split_created(job)
 
     def submit_many(self, specs: Sequence[dict], conn: psycopg.Connection | None = None

@@ -19,7 +19,8 @@ SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                           idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
                           ordering_key => %(ordering_key)s, notify => %(notify)s,
                           priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
-                          unique_for => %(unique_for)s::interval, debounce => %(debounce)s)
+                          unique_for => %(unique_for)s::interval, debounce => %(debounce)s,
+                          traceparent => %(traceparent)s)
 """
 SUBMIT_MANY = "SELECT * FROM jobs.submit_many(specs => %(specs)s)"
 # The producer's hot path needs only where to push each job: five columns, not the whole row.
@@ -36,7 +37,8 @@ SELECT *, created_at = now() AS created
                    idempotency_key => %(idempotency_key)s, run_after => %(run_after)s,
                    ordering_key => %(ordering_key)s, notify => false,
                    priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
-                   unique_for => %(unique_for)s::interval, debounce => %(debounce)s)
+                   unique_for => %(unique_for)s::interval, debounce => %(debounce)s,
+                          traceparent => %(traceparent)s)
 """
 # A batch's answer needs where to push each job and what to report, not the whole row: decoding
 # every column (payload, a dozen timestamps) of 1,000 rows was most of the API's time per batch.
@@ -86,6 +88,8 @@ SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
 # The same calls with lease tokens: the claims return jobs.lease_grant (a lease and its
 # token) and the writes present the token, so a write is accepted only from whoever was
 # handed the lease (docs/sql-api.md, "Lease binding"). The drivers use only these.
+# Only a tracing worker asks (jobfence.tracing), once per claimed batch.
+TRACE_CONTEXTS = "SELECT job_id, traceparent FROM jobs.trace_contexts(job_ids => %(job_ids)s)"
 CLAIM_MANY_WITH_TOKEN = """
 SELECT * FROM jobs.claim_many_with_token(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
                                          queues => %(queues)s::text[])

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from .. import redact
 from ..aio import AsyncClient
 from ..names import NAME, name_hint
+from ..tracing import current_traceparent
 from ..transport import MAX_JOB_ID
 from . import schemas as s
 from .auth import ADMIN, PRODUCER, require
@@ -83,6 +84,13 @@ def _accepted(job, created: bool) -> dict:
     return body
 
 
+def _traceparent(request: Request) -> str | None:
+    """The caller's W3C trace context (the ``traceparent`` header), else the current span's
+    (an instrumented API), stored with the jobs it submits; PostgreSQL checks its format (a
+    malformed one is a 400)."""
+    return request.headers.get("traceparent") or current_traceparent()
+
+
 def _noted(request: Request, jobs) -> None:
     """Count the jobs this request parked; pass only those it created (a repeat of a parked
     job was counted when it was parked)."""
@@ -113,7 +121,7 @@ async def submit_job(request: Request, spec: s.JobSpec,
         spec.kind, spec.payload, idempotency_key=key,
         run_after=spec.run_after, ordering_key=spec.ordering_key, priority=spec.priority,
         compare=spec.compared(key), unique_while=spec.unique_while, unique_for=spec.unique_for,
-        debounce=spec.debounce)
+        debounce=spec.debounce, traceparent=_traceparent(request))
     job = submitted.job
     _noted(request, [job] if submitted.created else [])
     return Json(_accepted(job, submitted.created),
@@ -126,8 +134,12 @@ async def submit_job(request: Request, spec: s.JobSpec,
              responses={202: {"model": s.BatchAccepted, "description": "Committed, in input "
                               "order."}, **SUBMIT_ERRORS})
 async def submit_batch(request: Request, batch: s.BatchRequest, _scope=producer):
+    traced = _traceparent(request)
+    specs = [j.spec() for j in batch.jobs]
+    if traced:
+        specs = [dict(spec, traceparent=spec.get("traceparent") or traced) for spec in specs]
     submitted, _pushed = await _client(request).submit_jobs(
-        [j.spec() for j in batch.jobs], compare=[j.compared() for j in batch.jobs])
+        specs, compare=[j.compared() for j in batch.jobs])
     _noted(request, [x.job for x in submitted if x.created])
     parked = _parked_ids(x.job for x in submitted)
     body = {"jobs": [brief(x.job, x.created) for x in submitted], "enqueued": not parked}

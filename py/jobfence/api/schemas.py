@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
-from ..db import scope_params
+from ..db import spec_options
 
 MAX_SPECS = 1000
 # Seconds from now beyond this are a typo, not a schedule (and would overflow a datetime).
@@ -78,7 +78,7 @@ class JobSpec(BaseModel):
 
     def spec(self, idempotency_key: str | None = None) -> dict:
         out: dict[str, Any] = {"kind": self.kind, "payload": self.payload}
-        out.update(scope_params(self.unique_while, self.unique_for, self.debounce))
+        out.update(spec_options(self.unique_while, self.unique_for, self.debounce, current=False))
         out = {k: v for k, v in out.items() if v is not None}
         if self.priority is not None:
             out["priority"] = self.priority

@@ -226,7 +226,20 @@ class Claimer:
                 event(logging.DEBUG, "claimed", "job claimed", queue=lease.queue,
                       attempt=lease.attempt, **job.fields(name))
         self.claimed += len(jobs)
+        if w.tracer is not None:
+            w.tracer.begin(jobs, self._trace_contexts([lease.job_id for lease in leases]))
         w.dispatch(jobs)
+
+    def _trace_contexts(self, ids: list[int]) -> dict[int, str]:
+        """The producers' trace contexts of a claimed batch: one round trip, only when the
+        worker traces. Without them the spans still start, unlinked."""
+        try:
+            return self.db.trace_contexts(ids)
+        except (psycopg.Error, JobfenceError) as exc:
+            event(logging.WARNING, "trace_contexts_unread", "could not read the jobs' trace "
+                  "contexts; their spans start without links", error=str(exc),
+                  job_ids=ids[:20], worker=self.w.name)
+            return {}
 
     def _progress(self, lease: Lease, value: Any):
         """ctx.progress, from the handler's own thread: one jobs.progress call."""

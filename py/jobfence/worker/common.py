@@ -35,7 +35,7 @@ class Job:
     """
 
     __slots__ = ("lease", "job_id", "lease_version", "task", "ctx", "state", "finished",
-                 "deadline", "beat_every", "next_beat", "started", "_token", "hung")
+                 "deadline", "beat_every", "next_beat", "started", "_token", "hung", "span")
 
     def __init__(self, lease: Lease, task: Task | None, ctx: Context, now: float, wall: float):
         self.lease = lease
@@ -54,6 +54,8 @@ class Job:
         self.next_beat = now + self.beat_every
         self.started = 0.0
         self._token = [True]
+        # The attempt's span when the worker traces (jobfence.tracing), else None.
+        self.span = None
 
     def take(self) -> bool:
         try:
@@ -132,6 +134,7 @@ class Host(Protocol):
     claimer: Any
     reporter: Any
     held: dict[int, "Job"]
+    tracer: Any
 
     def forget(self, job: "Job") -> None: ...
 

@@ -33,6 +33,7 @@ import redis
 from ..app import App
 from ..app_setup import AppSetupError
 from ..jsonload import UndecodedJson
+from ..tracing import worker_tracer
 from ..transport import Transport
 from .claimer import Claimer
 from ..retry import Backoff
@@ -118,6 +119,8 @@ class Worker:
             self, self.outcomes, processes or min(self.concurrency, os.cpu_count() or 2),
             process_kinds) if process_kinds else None
         self.keeper: LeaseKeeper | None = None
+        # After the app was imported: its module is where a tracer provider is set.
+        self.tracer = worker_tracer(self.name)
         self.stats_every = stats_every
         self._last_stats = (time.monotonic(), 0)
 

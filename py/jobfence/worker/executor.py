@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any
 
+from .. import tracing
 from ..errors import Cancelled, LeaseLost, NonRetryable, Snooze
 from .common import RETURNED, RUNNING, Host, Job, check_result, event, logger
 from .reporter import DONE, FAIL_RET, GONE, LOST_RET, OK, SNOOZE
@@ -61,17 +62,21 @@ class Outcomes:
         if problem is not None:
             self.rejected(job, problem)
         elif job.take():
+            if job.span is not None:
+                tracing.succeeded(job)
             self.add(OK, job, result)
         else:
-            self.add(GONE, job)  # timed out, lost or handed back meanwhile: discard
+            self.gone(job)  # timed out, lost or handed back meanwhile: discard
 
     def rejected(self, job: Job, problem: str) -> None:
         error = f"result rejected: {problem}"
         event(logging.WARNING, "result_rejected", error, **job.fields(self.w.name))
         if job.take():
+            if job.span is not None:
+                tracing.failed(job, error, False)
             self.add(FAIL_RET, job, error, False)
         else:
-            self.add(GONE, job)
+            self.gone(job)
 
     def raised(self, job: Job, exc: BaseException, *, owned: bool = False) -> None:
         job.state = RETURNED
@@ -80,29 +85,40 @@ class Outcomes:
             return
         error, retry = failure_of(job, exc, self.w.name)
         if owned or job.take():
+            if job.span is not None:
+                tracing.failed(job, error, retry, exc)
             self.add(FAIL_RET, job, error, retry)
         else:
-            self.add(GONE, job)
+            self.gone(job)
 
     def failed(self, job: Job, error: str, retryable: bool) -> None:
         """A failure already put in words (e.g. by a handler process)."""
         job.state = RETURNED
         if job.take():
+            if job.span is not None:
+                tracing.failed(job, error, retryable)
             self.add(FAIL_RET, job, error, retryable)
         else:
-            self.add(GONE, job)
+            self.gone(job)
 
     def snoozed(self, job: Job, seconds: float, *, owned: bool = False) -> None:
         """The handler said "not now" (``raise Snooze(seconds)``)."""
         job.state = RETURNED
         if owned or job.take():
+            if job.span is not None:
+                tracing.snoozed(job, seconds)
             self.add(SNOOZE, job, seconds)
         else:
-            self.add(GONE, job)
+            self.gone(job)
 
     def skipped(self, job: Job) -> None:
         """A job that never started: its report (timeout, lost, handed back) is made."""
         job.state = RETURNED
+        self.gone(job)
+
+    def gone(self, job: Job) -> None:
+        if job.span is not None:
+            tracing.dropped(job)
         self.add(GONE, job)
 
     # -- the sync path --------------------------------------------------------------------
@@ -117,7 +133,11 @@ class Outcomes:
             self._run_transactional(job)
             return
         try:
-            result = task.handler(job.job_id, job.lease.payload, job.ctx)
+            if job.span is None:
+                result = task.handler(job.job_id, job.lease.payload, job.ctx)
+            else:
+                with tracing.running(job):
+                    result = task.handler(job.job_id, job.lease.payload, job.ctx)
         except BaseException as exc:  # noqa: BLE001 - every handler outcome is reported
             self.raised(job, exc)
             return
@@ -137,7 +157,7 @@ class Outcomes:
         job.ctx._tx_factory = tx_factory
         owned = False
         try:
-            with stack:
+            with stack, (tracing.running(job) if job.span is not None else contextlib.nullcontext()):
                 result = job.task.handler(job.job_id, job.lease.payload, job.ctx)
                 problem = check_result(result)
                 if problem is not None:
@@ -148,7 +168,7 @@ class Outcomes:
                 outcome = w.db.complete_lease(job.lease, w.name, result, conn=job.ctx.tx)
         except _Discard:
             job.state = RETURNED
-            self.add(GONE, job)
+            self.gone(job)
             return
         except _Rejected as exc:
             job.state = RETURNED
@@ -160,6 +180,8 @@ class Outcomes:
             event(logging.WARNING, "lease_lost",
                   "complete rejected: lease lost (JB001); the handler's writes rolled back",
                   sqlstate="JB001", error=str(exc), **job.fields(w.name))
+            if job.span is not None:
+                tracing.failed(job, "lease lost (JB001)", True, exc)
             self.add(LOST_RET, job)
             return
         except BaseException as exc:  # noqa: BLE001 - every handler outcome is reported
@@ -167,6 +189,8 @@ class Outcomes:
             self.raised(job, exc, owned=owned)
             return
         job.state = RETURNED
+        if job.span is not None:
+            tracing.succeeded(job)
         # Only now is the completion committed: signals pushed earlier could be popped
         # before the jobs they wake are claimable, and be wasted.
         self.add(DONE, job, outcome)
@@ -332,7 +356,11 @@ class AsyncExecutor:
 
     async def _run(self, job: Job) -> None:
         try:
-            result = await job.task.handler(job.job_id, job.lease.payload, job.ctx)
+            if job.span is None:
+                result = await job.task.handler(job.job_id, job.lease.payload, job.ctx)
+            else:
+                with tracing.running(job):
+                    result = await job.task.handler(job.job_id, job.lease.payload, job.ctx)
         except BaseException as exc:  # noqa: BLE001 - every handler outcome is reported
             self.outcomes.raised(job, exc)
         else:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any, Sequence
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from .. import rows, sql
@@ -50,6 +51,10 @@ class LeaseDatabase(Database):
         return self._all(sql.CLAIM_MANY_WITH_TOKEN, {
             "job_ids": list(job_ids), "worker": worker,
             "queues": None if queues is None else list(queues)}, rows.LEASE)
+
+    def trace_contexts(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """job id -> the W3C traceparent it was submitted under (jobs without one left out)."""
+        return dict(self._all(sql.TRACE_CONTEXTS, {"job_ids": list(job_ids)}, tuple_row))
 
     def beat_leases(self, leases: Sequence[Lease], worker: str) -> list[rows.Beat]:
         """One row per lease, never waiting on a row lock (``jobs.heartbeat_many``)."""

@@ -1,0 +1,4 @@
+-- Revert jobfence:job_traceparent from pg
+BEGIN;
+ALTER TABLE jobs.job DROP COLUMN traceparent;
+COMMIT;

@@ -1,0 +1,2 @@
+-- Verify jobfence:job_traceparent on pg
+SELECT traceparent FROM jobs.job WHERE false;
