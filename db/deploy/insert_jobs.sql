@@ -32,6 +32,7 @@ DECLARE
     wants_notify boolean;
     batch record;
     keyed boolean;
+    held_ids bigint[];
     debounced_rows jobs.job[] := '{}';
     -- Once per batch: every spec of one call is in the caller's key namespace.
     owner_ regrole := jobs.key_owner();
@@ -88,7 +89,11 @@ BEGIN
                                  AND (e.spec -> 'unique_while') @> '["queued"]') THEN 'unique_while_value'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'unique_for'), 'null') <> 'null'
                         AND NOT (jsonb_typeof(e.spec -> 'unique_for') = 'string'
-                                 AND coalesce(jobs.parse_interval(e.spec ->> 'unique_for') BETWEEN interval '1 microsecond' AND interval '100 years', false))
+                                 -- Judged as times, not as intervals: interval order counts a month
+                                 -- as 30 days, so '1 month -30 days' compares positive yet ends
+                                 -- before now() in a 31-day month.
+                                 AND coalesce(now() + jobs.parse_interval(e.spec ->> 'unique_for') > now()
+                                              AND now() + jobs.parse_interval(e.spec ->> 'unique_for') <= now() + interval '100 years', false))
                        THEN 'unique_for_value'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') <> 'null'
                         AND coalesce(e.spec ->> 'debounce' NOT IN ('payload', 'run_after', 'payload_and_run_after')
@@ -236,20 +241,47 @@ BEGIN
     -- of these keys that no longer hold them (their period ended, or they left their states)
     -- are released for good: out of the unique index, and never back into it, so a retry or
     -- a replay of such a job cannot meet the key's next holder (23505 out of a worker's
-    -- call). The insert below then takes a key whose holder was released. The row locks make
-    -- concurrent submitters agree: the second finds the job released, or back in its states
-    -- (then holding the key), and meets the first one's new job at the insert. Batches
-    -- without keys skip it; keys without a scope cost one probe of an empty index range.
+    -- call). The insert below then takes a key whose holder was released.
+    -- In two steps, because an UPDATE judges its WHERE on its snapshot: a holder that a
+    -- claim is moving out of its states (uncommitted) still looks in scope to it, and would
+    -- be skipped; the insert, waiting on that claim, would then take the key beside a job
+    -- that a retry brings back. So the key's held jobs (and, for a debounce, the job in
+    -- scope, which the debounce changes) are first locked, in id order like every batch
+    -- transition, which waits out such a claim; the release then runs as a statement of its
+    -- own, whose snapshot sees the claim's outcome. Until the caller commits, those jobs stay
+    -- locked: claims skip them. Batches without keys skip all this; keys without a scope
+    -- cost one probe of an empty index range.
     keyed := specs @? '$[*] ? (@.idempotency_key.type() == "string")';
     IF keyed THEN
-        UPDATE jobs.job AS j
-           SET unique_states = '{}'
-          FROM (SELECT DISTINCT e.spec ->> 'kind' AS kind, e.spec ->> 'idempotency_key' AS key
-                  FROM jsonb_array_elements(specs) AS e(spec)
-                 WHERE jsonb_typeof(e.spec -> 'idempotency_key') = 'string') AS k
-         WHERE j.kind = k.kind AND j.idempotency_key = k.key AND j.key_owner IS NOT DISTINCT FROM owner_
-           AND j.unique_states IS NOT NULL AND j.unique_states <> '{}'
-           AND (j.unique_until <= now() OR j.status <> ALL (j.unique_states));
+        WITH k AS (
+            SELECT e.spec ->> 'kind' AS kind, e.spec ->> 'idempotency_key' AS key,
+                   bool_or(jsonb_typeof(e.spec -> 'debounce') = 'string') AS debounces
+              FROM jsonb_array_elements(specs) AS e(spec)
+             WHERE jsonb_typeof(e.spec -> 'idempotency_key') = 'string'
+             GROUP BY 1, 2
+        ), candidates AS (
+            SELECT j.id
+              FROM k JOIN jobs.job AS j
+                ON j.kind = k.kind AND j.idempotency_key = k.key AND j.key_owner IS NOT DISTINCT FROM owner_
+             WHERE j.unique_states IS NOT NULL AND j.unique_states <> '{}'
+            UNION
+            SELECT j.id
+              FROM k JOIN jobs.job AS j
+                ON j.kind = k.kind AND j.idempotency_key = k.key AND j.key_owner IS NOT DISTINCT FROM owner_
+             WHERE k.debounces AND (j.unique_states IS NULL OR j.status = ANY (j.unique_states))
+        )
+        SELECT coalesce(array_agg(l.id), '{}') INTO held_ids
+          FROM (SELECT j.id FROM jobs.job AS j
+                 WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
+                 ORDER BY j.id
+                   FOR NO KEY UPDATE) AS l;
+        IF cardinality(held_ids) > 0 THEN
+            UPDATE jobs.job AS j
+               SET unique_states = '{}'
+             WHERE j.id = ANY (held_ids)
+               AND j.unique_states IS NOT NULL AND j.unique_states <> '{}'
+               AND (j.unique_until <= now() OR j.status <> ALL (j.unique_states));
+        END IF;
     END IF;
 
     -- Ids are drawn in spec order up front so each row knows its spec; a spec that meets
@@ -270,8 +302,11 @@ BEGIN
                     ELSE now() END AS run_after,
                e.spec ->> 'idempotency_key' AS idempotency_key, e.spec ->> 'ordering_key' AS ordering_key,
                -- A period alone scopes every state: NULL is kept for no scope at all.
+               -- enqueue_failed is queued with its signal lost (the relay sends it again):
+               -- a scope that holds queued holds it too, or a lost signal would free the key.
                CASE WHEN jsonb_typeof(e.spec -> 'unique_while') = 'array'
-                    THEN ARRAY(SELECT DISTINCT jsonb_array_elements_text(e.spec -> 'unique_while'))::jobs.status[]
+                    THEN ARRAY(SELECT w::jobs.status FROM jsonb_array_elements_text(e.spec -> 'unique_while') AS w
+                               UNION SELECT 'enqueue_failed' ORDER BY 1)
                     WHEN jsonb_typeof(e.spec -> 'unique_for') = 'string'
                     THEN enum_range(NULL::jobs.status) END AS unique_states,
                now() + (e.spec ->> 'unique_for')::interval AS unique_until,
@@ -342,14 +377,22 @@ BEGIN
               FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
              WHERE jsonb_typeof(e.spec -> 'debounce') = 'string' AND new_ids[e.ord] <> ALL (created_ids)
              ORDER BY e.spec ->> 'kind', e.spec ->> 'idempotency_key', e.ord DESC
+        ), targets AS (
+            -- Each key's holder found through the unique index, then updated by id: left to
+            -- itself, the planner walks every queued job of the queue for "status = queued".
+            SELECT r.*, h.id AS job_id
+              FROM repeats AS r
+              JOIN jobs.job AS h
+                ON h.kind = r.kind AND h.idempotency_key = r.key AND h.key_owner IS NOT DISTINCT FROM owner_
+               AND (h.unique_states IS NULL OR h.status = ANY (h.unique_states))
         ), moved AS (
             UPDATE jobs.job AS j
                SET payload = CASE WHEN r.replaces THEN r.payload ELSE j.payload END,
                    run_after = CASE WHEN r.pushes THEN greatest(j.run_after, r.run_after) ELSE j.run_after END,
                    due_at = CASE WHEN r.pushes AND r.run_after > j.run_after THEN r.run_after ELSE j.due_at END,
                    updated_at = now()
-              FROM repeats AS r
-             WHERE j.kind = r.kind AND j.idempotency_key = r.key AND j.key_owner IS NOT DISTINCT FROM owner_
+              FROM targets AS r
+             WHERE j.id = r.job_id
                AND (j.unique_states IS NULL OR j.status = ANY (j.unique_states))
                AND j.status = 'queued'
             RETURNING j AS job_row, j.id, j.queue, j.run_after, j.lease_version, r.pushes AND r.notify AS signal
@@ -381,13 +424,24 @@ BEGIN
       FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
       LEFT JOIN jobs.job AS mine ON mine.id = new_ids[e.ord] AND mine.id = ANY (created_ids)
       LEFT JOIN LATERAL (
-           SELECT h AS holder FROM jobs.job AS h
-            WHERE mine.id IS NULL
-              AND h.kind = e.spec ->> 'kind'
-              AND h.idempotency_key = e.spec ->> 'idempotency_key'
-              AND h.key_owner IS NOT DISTINCT FROM owner_
-            ORDER BY (h.unique_states IS NULL OR h.status = ANY (h.unique_states)) DESC, h.id DESC
-            LIMIT 1) AS theirs ON true
+           -- The holder through the unique index; the newest only when none is in scope
+           -- (UNION ALL with LIMIT stops at the first branch that answers).
+           (SELECT h AS holder FROM jobs.job AS h
+             WHERE mine.id IS NULL
+               AND h.kind = e.spec ->> 'kind'
+               AND h.idempotency_key = e.spec ->> 'idempotency_key'
+               AND h.key_owner IS NOT DISTINCT FROM owner_
+               AND (h.unique_states IS NULL OR h.status = ANY (h.unique_states))
+             LIMIT 1)
+           UNION ALL
+           (SELECT h AS holder FROM jobs.job AS h
+             WHERE mine.id IS NULL
+               AND h.kind = e.spec ->> 'kind'
+               AND h.idempotency_key = e.spec ->> 'idempotency_key'
+               AND h.key_owner IS NOT DISTINCT FROM owner_
+             ORDER BY h.id DESC
+             LIMIT 1)
+           LIMIT 1) AS theirs ON true
       LEFT JOIN unnest(debounced_rows) AS moved ON moved.id = (theirs.holder).id
      ORDER BY e.ord;
     END IF;

@@ -35,14 +35,27 @@ BEGIN
     SELECT (e.ord - 1)::integer, j.idempotency_key, j.id, d.differs
       FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
      CROSS JOIN LATERAL (
-           SELECT h.* FROM jobs.job AS h
-            WHERE jsonb_typeof(e.spec) = 'object'
-              AND coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') = 'null'
-              AND h.kind = e.spec ->> 'kind'
-              AND h.idempotency_key = e.spec ->> 'idempotency_key'
-              AND h.key_owner IS NOT DISTINCT FROM owner_
-            ORDER BY (h.unique_states IS NULL OR h.status = ANY (h.unique_states)) DESC, h.id DESC
-            LIMIT 1) AS j
+           -- The holder through the unique index; the newest only when none is in scope
+           -- (UNION ALL with LIMIT stops at the first branch that answers), so a key
+           -- submitted ten thousand times is not sorted per spec.
+           (SELECT h.* FROM jobs.job AS h
+             WHERE jsonb_typeof(e.spec) = 'object'
+               AND coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') = 'null'
+               AND h.kind = e.spec ->> 'kind'
+               AND h.idempotency_key = e.spec ->> 'idempotency_key'
+               AND h.key_owner IS NOT DISTINCT FROM owner_
+               AND (h.unique_states IS NULL OR h.status = ANY (h.unique_states))
+             LIMIT 1)
+           UNION ALL
+           (SELECT h.* FROM jobs.job AS h
+             WHERE jsonb_typeof(e.spec) = 'object'
+               AND coalesce(jsonb_typeof(e.spec -> 'debounce'), 'null') = 'null'
+               AND h.kind = e.spec ->> 'kind'
+               AND h.idempotency_key = e.spec ->> 'idempotency_key'
+               AND h.key_owner IS NOT DISTINCT FROM owner_
+             ORDER BY h.id DESC
+             LIMIT 1)
+           LIMIT 1) AS j
      CROSS JOIN LATERAL (
            SELECT ARRAY(SELECT f FROM unnest(ARRAY[
                       CASE WHEN j.payload IS DISTINCT FROM coalesce(nullif(e.spec -> 'payload', 'null'), '{}') THEN 'payload' END,

@@ -3,7 +3,7 @@
 -- submitters see. The concurrent part runs in two dblink sessions on committed rows of a
 -- kind of its own, removed at the end.
 BEGIN;
-SELECT plan(53);
+SELECT plan(60);
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT jobs.define_type('us.k');
 CREATE FUNCTION pg_temp.sub(key text, payload jsonb DEFAULT '{}', unique_while jobs.status[] DEFAULT NULL,
@@ -56,6 +56,13 @@ SELECT lives_ok($$ SELECT jobs.fail(id, 'w', lease_version, 'boom') FROM jobs.jo
                 'a retried job going back to queued beside the key''s new holder is no conflict (it left the scope for good)');
 SELECT is((SELECT count(*) FROM jobs.job WHERE idempotency_key = 'q' AND status = 'queued'), 2::bigint,
           'both are queued; only the newer holds the key');
+
+-- enqueue_failed is queued whose signal was lost: a scope holding queued holds it too.
+SELECT is((pg_temp.sub('ef', '{}', '{queued}')).unique_states, '{queued,enqueue_failed}'::jobs.status[],
+          'unique_while queued: the scope holds enqueue_failed too');
+SELECT jobs.mark_enqueue_failed(ARRAY[(SELECT id FROM jobs.job WHERE idempotency_key = 'ef')]);
+SELECT is((pg_temp.sub('ef', '{}', '{queued}')).id, (SELECT id FROM jobs.job WHERE idempotency_key = 'ef' AND status = 'enqueue_failed'),
+          'a repeat while its job''s signal is lost (enqueue_failed) returns that job, not a second one');
 
 -- 3. unique_for: held for a period from submission.
 SELECT pg_temp.sub('p', '{"n": 1}', unique_for => '1 hour');
@@ -184,6 +191,36 @@ SELECT pg_temp.on('us_a', $$ SELECT count(*)::text FROM jobs.claim((SELECT id FR
 SELECT dblink_send_query('us_b', $$ SELECT status || ' ' || payload::text FROM jobs.submit('us.c', '{"v": 1}', 'c3', debounce => 'payload') $$);
 SELECT dblink_exec('us_a', 'COMMIT');
 SELECT is(pg_temp.later('us_b'), 'processing {"v": 0}', 'a debounce behind a claim returns the running job, unchanged');
+
+-- A claim moving the holder out of its states while a repeat submits: the repeat waits for
+-- the claim, then releases the old job for good, so its retry does not meet the new holder.
+-- The claim commits only once the repeat is seen waiting on it (a poll with a deadline), or
+-- the repeat would simply start after the claim.
+CREATE FUNCTION pg_temp.await_lock_wait(marker text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..2000 LOOP
+        PERFORM pg_stat_clear_snapshot();
+        IF EXISTS (SELECT FROM pg_stat_activity
+                    WHERE wait_event_type = 'Lock' AND query LIKE '%' || marker || '%' AND pid <> pg_backend_pid()) THEN
+            RETURN true;
+        END IF;
+        PERFORM pg_sleep(0.005);
+    END LOOP;
+    RETURN false;
+END $$;
+SELECT pg_temp.on('us_a', $$ SELECT id::text FROM jobs.submit('us.c', '{}', 'c4', unique_while => '{queued}') $$) AS c4_old \gset
+SELECT dblink_exec('us_a', 'BEGIN');
+SELECT pg_temp.on('us_a', format($$ SELECT count(*)::text FROM jobs.claim(%s, 'w') $$, :'c4_old'));
+SELECT dblink_send_query('us_b', $$ SELECT id::text FROM jobs.submit('us.c', '{"repeat": "c4"}', 'c4', unique_while => '{queued}') $$);
+SELECT ok(pg_temp.await_lock_wait('"repeat": "c4"'), 'a repeat behind a claim of its key''s holder waits for the claim');
+SELECT dblink_exec('us_a', 'COMMIT');
+SELECT isnt(pg_temp.later('us_b'), :'c4_old', 'a repeat behind a claim that took the holder out of its states takes the key');
+SELECT is((SELECT unique_states FROM jobs.job WHERE id = :'c4_old'), '{}'::jobs.status[],
+          'a repeat behind a claim releases the claimed job for good');
+SELECT is(pg_temp.on('us_a', format($$ SELECT status::text FROM jobs.fail(%s, 'w', (SELECT lease_version FROM jobs.job WHERE id = %1$s), 'boom') $$, :'c4_old')),
+          'queued', 'the released job''s retry goes back to queued beside the key''s new holder');
+SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'us.c' AND idempotency_key = 'c4' AND status = 'queued'), 2::bigint,
+          'two queued jobs share the key, one of them released');
 
 SELECT is((SELECT count(*) FROM jobs.audit() WHERE violations > 0), 0::bigint, 'the concurrent histories pass jobs.audit');
 SELECT * FROM finish();

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from typing import Any, Iterator, Sequence
 
 try:
@@ -33,6 +34,22 @@ def current_traceparent() -> str | None:
     carrier: dict[str, str] = {}
     _W3C.inject(carrier)
     return carrier.get("traceparent")
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def valid_traceparent(header: str | None) -> str | None:
+    """The header if it is a W3C traceparent that jobs.submit takes (its rule: version 00's
+    layout, a version other than ff, neither id all zeros), else None. A receiver ignores a
+    malformed trace context rather than refusing the request (W3C Trace Context, 3.2)."""
+    if header is None:
+        return None
+    header = header.strip()
+    if (_TRACEPARENT.fullmatch(header) is None or header.startswith("ff")
+            or header[3:35] == "0" * 32 or header[36:52] == "0" * 16):
+        return None
+    return header
 
 
 def _linked(traceparent: str | None) -> list:
@@ -98,6 +115,8 @@ def failed(job: Any, error: str, retryable: bool, exc: BaseException | None = No
     """The handler failed: whether the job is tried again is the database's call (its retry
     budget), so the span says whether the failure asked for one."""
     span, job.span = job.span, None
+    if span is None:
+        return
     if exc is not None:
         span.record_exception(exc)
     span.set_attribute("jobfence.job.retryable", retryable)
@@ -116,6 +135,8 @@ def dropped(job: Any) -> None:
     """No outcome of the handler's is reported: the lease timed out, was lost or handed
     back first (that report says which)."""
     span, job.span = job.span, None
+    if span is None:  # ended meanwhile by the thread that reported the job (timeout, stop)
+        return
     span.add_event("outcome discarded")
     span.set_status(Status(StatusCode.ERROR, "the lease ended before the handler's outcome"))
     span.end()

@@ -7,6 +7,7 @@ line in a file the test reads."""
 from __future__ import annotations
 
 import json
+import signal
 import textwrap
 
 import psycopg
@@ -22,6 +23,7 @@ TRACED_APP = textwrap.dedent('''
     """The example app, with a tracer provider exporting to a file: what a user's app module
     does with its own exporter."""
     import os
+    import threading
 
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -41,6 +43,12 @@ TRACED_APP = textwrap.dedent('''
     def child_span(job_id, payload, ctx):
         with tracer.start_as_current_span("inside the handler"):
             return {"ok": True}
+
+
+    @app.task("traced.hang")
+    def hang(job_id, payload, ctx):
+        # Deaf to its cancel: a handler that never returns.
+        threading.Event().wait()
 ''')
 
 
@@ -61,9 +69,9 @@ def traced_worker(procs, tmp_path, client):
     client.db.define_type("traced.child_span")
     env = {"PYTHONPATH": str(tmp_path), "TRACE_FILE": str(trace_file)}
 
-    def start():
+    def start(*extra):
         p = procs.start("traced", "worker", "--app", "traced_app:app", "--name", "traced",
-                        "--pop-timeout", "0.2", "--no-declare", env=env)
+                        "--pop-timeout", "0.2", "--no-declare", *extra, env=env)
         p.wait_for("worker_ready")
         return p
 
@@ -135,5 +143,39 @@ def test_http_api_stores_the_traceparent_header(procs, declared):
     with psycopg.connect(declared) as c:
         got = {r[0] for r in c.execute("SELECT traceparent FROM jobs.job WHERE id = ANY (%s)", (ids,))}
     assert got == {header["traceparent"]}
-    bad = api.post("/jobs", {"kind": "noop"}, headers={"traceparent": "garbage"})
-    assert bad.status == 400, bad.raw
+    # A malformed trace context is ignored (W3C Trace Context), not refused: the job is
+    # submitted without one.
+    for garbage in ("garbage", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"):
+        bad = api.post("/jobs", {"kind": "noop"}, headers={"traceparent": garbage})
+        assert bad.status == 202, bad.raw
+        with psycopg.connect(declared) as c:
+            stored = c.execute("SELECT traceparent FROM jobs.job WHERE id = %s", (bad.data["id"],)).fetchone()[0]
+        assert stored is None, garbage
+
+
+def test_spans_end_at_a_timeout_and_at_the_hand_back_of_a_stopping_worker(traced_worker, client):
+    """A handler that never returns must not keep its span open: the timeout's report ends
+    it, and a job still running when the worker stops ends with the hand-back."""
+    start, spans = traced_worker
+    client.db.define_type("traced.hang", timeout=1, max_retries=0)
+    timed_out = client.submit("traced.hang")
+    worker = start("--concurrency", "2", "--grace", "0.5")
+    assert client.wait(timed_out, timeout=30).status == "failed"
+
+    def span_of(job_id):
+        return [s for s in spans() if s["attributes"].get("jobfence.job.id") == job_id]
+
+    wait_until(lambda: span_of(timed_out), 15, what="the timed-out attempt's span exported")
+    (span,) = span_of(timed_out)
+    assert span["status"] == {"status_code": "ERROR", "description": "timeout"}
+
+    client.db.define_type("traced.hang", timeout=3600)
+    running = client.submit("traced.hang")
+    wait_until(lambda: client.get(running).status == "processing", 15, what="the second job running")
+    worker.signal(signal.SIGTERM)
+    worker.wait(30)
+    (span,) = span_of(running)
+    assert span["status"] == {"status_code": "ERROR", "description": "worker shutdown"}
+    assert span["attributes"]["jobfence.job.retryable"] is True

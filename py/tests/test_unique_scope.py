@@ -52,8 +52,8 @@ def test_unique_while_frees_the_key_once_its_job_is_done_and_the_next_one_runs(p
     assert second != first
     assert client.wait(second, timeout=30).status == "done"
     states = conn.execute("SELECT unique_states::text[] FROM jobs.job WHERE id = %s", (second,)).fetchone()[0]
-    assert states == ["queued", "processing"]
-    assert client.get(second).unique_states == ["queued", "processing"]
+    assert states == ["queued", "processing", "enqueue_failed"]
+    assert client.get(second).unique_states == ["queued", "processing", "enqueue_failed"]
 
 
 def test_unique_for_through_submit_many_takes_seconds_and_interval_text(client, conn):

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from .. import redact
 from ..aio import AsyncClient
 from ..names import NAME, name_hint
-from ..tracing import current_traceparent
+from ..tracing import current_traceparent, valid_traceparent
 from ..transport import MAX_JOB_ID
 from . import schemas as s
 from .auth import ADMIN, PRODUCER, require
@@ -86,9 +86,9 @@ def _accepted(job, created: bool) -> dict:
 
 def _traceparent(request: Request) -> str | None:
     """The caller's W3C trace context (the ``traceparent`` header), else the current span's
-    (an instrumented API), stored with the jobs it submits; PostgreSQL checks its format (a
-    malformed one is a 400)."""
-    return request.headers.get("traceparent") or current_traceparent()
+    (an instrumented API), stored with the jobs it submits. A malformed header is ignored,
+    as W3C Trace Context asks of a receiver: the jobs are submitted without it."""
+    return valid_traceparent(request.headers.get("traceparent")) or current_traceparent()
 
 
 def _noted(request: Request, jobs) -> None:

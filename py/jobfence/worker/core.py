@@ -33,6 +33,7 @@ import redis
 from ..app import App
 from ..app_setup import AppSetupError
 from ..jsonload import UndecodedJson
+from .. import tracing
 from ..tracing import worker_tracer
 from ..transport import Transport
 from .claimer import Claimer
@@ -275,8 +276,12 @@ class Worker:
             for job in room.drain():
                 if job.take():
                     handed += 1
+                    if job.span is not None:
+                        tracing.failed(job, "worker shutdown", True)
                     self.reporter.add(FAIL_RET, job, "worker shutdown", True)
                 else:
+                    if job.span is not None:
+                        tracing.dropped(job)
                     self.reporter.add(GONE, job)
         if self._stop_deadline is None:
             self._stop_deadline = time.monotonic() + self.grace
@@ -289,6 +294,9 @@ class Worker:
             if job.state == RUNNING and job.take():
                 handed += 1
                 job.ctx._cancel("shutdown")
+                # Ended here: the handler may outlive the process's last flush.
+                if job.span is not None:
+                    tracing.failed(job, "worker shutdown", True)
                 self.reporter.add(FAIL, job, "worker shutdown", True)
         # The hand-backs need one round trip; with PostgreSQL away they cannot be made, and
         # the reaper recovers those jobs when their leases expire.

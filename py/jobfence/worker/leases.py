@@ -16,6 +16,7 @@ import time
 
 import psycopg
 
+from .. import tracing
 from ..errors import JobfenceError
 from .common import RUNNING, Host, Job, describe, event, sqlstate
 from .reporter import FAIL, LOST
@@ -117,6 +118,9 @@ class LeaseKeeper:
         self.stats["timeouts"] += 1
         event(logging.WARNING, "timeout", "job passed its timeout; failing it",
               **job.fields(self.w.name))
+        # The span ends with the report: a handler that never returns would keep it open.
+        if job.span is not None:
+            tracing.failed(job, "timeout", True)
         self.w.reporter.add(FAIL, job, "timeout", True)
         job.ctx._cancel("timeout")
         self.w.timed_out(job)
@@ -136,4 +140,6 @@ class LeaseKeeper:
             # keeper gives up on it like on any other job.
             return
         if job.take():
+            if job.span is not None:
+                tracing.dropped(job)
             self.w.reporter.add(LOST, job)
