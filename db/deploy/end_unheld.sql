@@ -6,8 +6,9 @@
 BEGIN;
 -- Internal: the queued/enqueue_failed -> failed transition, set-based: the one door for
 -- ending a job nobody holds, the mirror of jobs.requeue_failed. jobs.cancel (reason
--- cancelled) and jobs.reap (a spent budget: exhausted) call it; the caller has locked the
--- rows. This function owns the SET list, the event rows, the tally (and with it the
+-- cancelled), jobs.reap (a spent budget: exhausted) and jobs.release_dependents (a
+-- dependency failed: dependency_failed, a reason its change event_reason_dependencies
+-- admits) call it; the caller has locked the rows. This function owns the SET list, the event rows, the tally (and with it the
 -- dead-letter page of an exhausted job) and the release of the jobs' dependents.
 CREATE OR REPLACE FUNCTION jobs.end_unheld(job_ids bigint[], reason text, error text)
 RETURNS bigint[]
@@ -22,9 +23,10 @@ DECLARE
     tallied integer;
     dead_letter boolean := end_unheld.reason = 'exhausted';
 BEGIN
-    IF reason IS NULL OR reason NOT IN ('cancelled', 'exhausted') THEN
-        RAISE EXCEPTION 'jobs.end_unheld: reason must be cancelled or exhausted, got %', coalesce(reason, 'NULL')
-            USING ERRCODE = '22023', HINT = 'A job nobody holds ends cancelled (jobs.cancel) or exhausted (jobs.reap).';
+    IF reason IS NULL OR reason NOT IN ('cancelled', 'exhausted', 'dependency_failed') THEN
+        RAISE EXCEPTION 'jobs.end_unheld: reason must be cancelled, exhausted or dependency_failed, got %', coalesce(reason, 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'A job nobody holds ends cancelled (jobs.cancel), exhausted (jobs.reap) or dependency_failed (a dependency failed: jobs.release_dependents).';
     END IF;
     WITH before AS (
         SELECT o.id, o.status FROM jobs.job AS o
@@ -42,9 +44,12 @@ BEGIN
         SELECT e.id, now(), e.was, 'failed', e.lease_version, end_unheld.reason, e.error FROM ended AS e
     )
     -- No attempt ended here (no run time). A cancellation is the caller's decision, counted
-    -- in cancelled alone; an exhausted job is a dead letter, timed from when it was due.
+    -- in cancelled alone, and so is a dependency's failure (the job never ran; its parent is
+    -- the dead letter); an exhausted job is a dead letter, timed from when it was due.
     SELECT coalesce(array_agg(e.id ORDER BY e.id), '{}'),
-           jobs.tally(array_agg(e.kind), array_fill(end_unheld.reason, ARRAY[count(*)::integer]), NULL, NULL, NULL,
+           jobs.tally(array_agg(e.kind),
+                      array_fill(CASE WHEN end_unheld.reason = 'exhausted' THEN 'exhausted' ELSE 'cancelled' END,
+                                 ARRAY[count(*)::integer]), NULL, NULL, NULL,
                       CASE WHEN dead_letter THEN array_agg(date_part('epoch', now() - e.due_at)) END,
                       CASE WHEN dead_letter THEN array_agg(e.retry_count) END,
                       CASE WHEN dead_letter THEN array_agg(e.id) END)
@@ -58,6 +63,6 @@ BEGIN
     RETURN ARRAY(SELECT DISTINCT w.woken_id FROM jobs.release_dependents(ended_ids) AS w ORDER BY 1);
 END $$;
 COMMENT ON FUNCTION jobs.end_unheld(bigint[], text, text) IS
-    'Internal: queued/enqueue_failed -> failed for the given (locked) jobs, the one door for ending a job nobody holds: reason cancelled (jobs.cancel; error = the given reason) or exhausted (jobs.reap; the job keeps its last error, else the given one, and gets its dead-letter page); an event each, the tally, the dependents released. Returns the jobs it made claimable. 22023 for another reason. Not granted to any role.';
+    'Internal: queued/enqueue_failed -> failed for the given (locked) jobs, the one door for ending a job nobody holds: reason cancelled (jobs.cancel; error = the given reason) or exhausted (jobs.reap; the job keeps its last error, else the given one, and gets its dead-letter page) or dependency_failed (jobs.release_dependents; error = the given one, counted as cancelled); an event each, the tally, the dependents released. Returns the jobs it made claimable. 22023 for another reason. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.end_unheld(bigint[], text, text) FROM PUBLIC;
 COMMIT;

@@ -82,7 +82,9 @@ BEGIN
         END IF;
     END LOOP;
 
-    UPDATE jobs.job AS j SET pending_children = child_count, updated_at = now()
+    -- Added to what the coordinator already waits for: its own dependencies (docs/sql-api.md
+    -- "Dependencies"), counted by insert_jobs.
+    UPDATE jobs.job AS j SET pending_children = j.pending_children + child_count, updated_at = now()
      WHERE j.id = coordinator.id
     RETURNING * INTO coordinator;
     RETURN coordinator;

@@ -212,7 +212,7 @@ BEGIN
                AND j.retry_count = d.retry_count
                AND j.max_retries = d.max_retries
                AND (j.cancel_requested_at IS NOT NULL) = d.cancel_asked
-            RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key,
+            RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key, j.has_dependents,
                       d.worker, d.reason, d.verdict, d.error, d.ord,
                       j.kind, j.due_at, d.claimed_at, d.retry_count
         ), logged AS (
@@ -222,7 +222,7 @@ BEGIN
               FROM finished AS f
         )
         SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'
-                                                  AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL)), '{}'),
+                                                  AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL OR f.has_dependents)), '{}'),
                coalesce(array_agg(f.ord ORDER BY f.ord), '{}'),
                coalesce(array_agg((f.id, true, f.status, f.run_after, '{}')::jobs.outcome ORDER BY f.ord), '{}'),
                (SELECT count(*) FROM decided),
@@ -241,7 +241,8 @@ BEGIN
         pending := ARRAY(SELECT o FROM generate_series(1, n) AS o WHERE NOT (o = ANY (applied_ords)));
     END LOOP;
 
-    -- Only a job with a coordinator or an ordering key can have kept another one waiting.
+    -- Only a job with a coordinator, an ordering key or dependents (docs/sql-api.md
+    -- "Dependencies") can have kept another one waiting.
     IF cardinality(ended_ids) > 0 THEN
         SELECT coalesce(array_agg(w.source_id), '{}'), coalesce(array_agg(w.woken_id), '{}')
           INTO woken_by, woken

@@ -8,6 +8,9 @@
 -- requires: job_unique_scope
 -- requires: event_reason_debounced
 -- requires: job_traceparent
+-- requires: job_dependency
+-- requires: unknown_dependency
+-- requires: end_unheld
 BEGIN;
 -- The (new) -> queued transition shared by submit, submit_many and fan_out: validates the
 -- specs, honours idempotency keys (scoped, and debounced: docs/sql-api.md "Scoped keys and
@@ -33,6 +36,11 @@ DECLARE
     batch record;
     keyed boolean;
     held_ids bigint[];
+    edge_jobs bigint[];
+    edge_parents bigint[];
+    edge_policies text[];
+    doomed_ids bigint[];
+    doomed_parents bigint[];
     debounced_rows jobs.job[] := '{}';
     -- Once per batch: every spec of one call is in the caller's key namespace.
     owner_ regrole := jobs.key_owner();
@@ -59,7 +67,7 @@ BEGIN
       FROM (SELECT e.ord - 1 AS pos, e.spec, t.max_payload_bytes AS limit_bytes,
                    CASE
                        WHEN jsonb_typeof(e.spec) <> 'object' THEN 'not_object'
-                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent}'::text[] <> '{}' THEN 'extra_keys'
+                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure}'::text[] <> '{}' THEN 'extra_keys'
                        WHEN jsonb_typeof(e.spec -> 'kind') IS DISTINCT FROM 'string' THEN 'kind_type'
                        -- A declared kind passed define_type's name check: the pattern only
                        -- needs testing on names that are not declared.
@@ -110,6 +118,28 @@ BEGIN
                                           AND substr(e.spec ->> 'traceparent', 37, 16) <> repeat('0', 16)
                                           AND left(e.spec ->> 'traceparent', 2) <> 'ff')
                                      OR jsonb_typeof(e.spec -> 'traceparent') <> 'string', true) THEN 'traceparent_value'
+                       -- Dependencies (docs/sql-api.md "Dependencies"): ids of existing jobs, or
+                       -- earlier specs of the call by position. Only earlier ones: a graph
+                       -- built this way has no cycle, since every edge points at a job that
+                       -- existed, or was created, before its dependent.
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'depends_on'), 'null') <> 'null'
+                        AND NOT (jsonb_typeof(e.spec -> 'depends_on') = 'array'
+                                 AND jsonb_array_length(e.spec -> 'depends_on') BETWEEN 1 AND 1000
+                                 AND NOT EXISTS (
+                                     SELECT 1 FROM jsonb_array_elements(e.spec -> 'depends_on') AS d(v)
+                                      WHERE NOT coalesce(
+                                            (jsonb_typeof(d.v) = 'number' AND d.v::text ~ '^[1-9][0-9]{0,17}$')
+                                         OR (jsonb_typeof(d.v) = 'object' AND d.v - 'spec' = '{}'
+                                             AND jsonb_typeof(d.v -> 'spec') = 'number'
+                                             AND (d.v ->> 'spec') ~ '^(0|[1-9][0-9]{0,4})$'
+                                             AND (d.v ->> 'spec')::integer < e.ord - 1), false)))
+                       THEN 'depends_on_value'
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'on_dependency_failure'), 'null') <> 'null'
+                        AND (coalesce(jsonb_typeof(e.spec -> 'depends_on'), 'null') = 'null'
+                             OR jsonb_typeof(e.spec -> 'on_dependency_failure') <> 'string'
+                             OR (e.spec ->> 'on_dependency_failure') NOT IN ('fail', 'run', 'wait')) THEN 'on_dependency_failure_value'
+                       WHEN jsonb_typeof(e.spec -> 'depends_on') = 'array'
+                        AND jobs.unknown_dependency(e.spec -> 'depends_on') IS NOT NULL THEN 'depends_on_unknown'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
                        WHEN octet_length(p.payload_text) > t.max_payload_bytes THEN 'payload_size'
                        -- Clients parse payloads recursively (Python's json stops near 1000 levels).
@@ -168,9 +198,9 @@ BEGIN
         ELSIF bad.problem = 'extra_keys' THEN
             RAISE EXCEPTION '%: unknown key(s) in job spec: %', at_,
                 (SELECT string_agg(k, ', ' ORDER BY k) FROM jsonb_object_keys(bad.spec
-                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent}'::text[]) AS k)
+                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure}'::text[]) AS k)
                 USING ERRCODE = '22023',
-                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce, traceparent.';
+                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce, traceparent, depends_on, on_dependency_failure.';
         ELSIF bad.problem = 'kind_type' THEN
             RAISE EXCEPTION '%: kind must be a string', at_
                 USING ERRCODE = '22023', HINT = 'Declare kinds with jobs.define_type and pass the name.';
@@ -218,6 +248,18 @@ BEGIN
             RAISE EXCEPTION '%: traceparent must be a W3C traceparent, got %', at_, bad.spec -> 'traceparent'
                 USING ERRCODE = '22023',
                       HINT = 'E.g. "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": what the producer''s tracing library injects as "traceparent".';
+        ELSIF bad.problem = 'depends_on_value' THEN
+            RAISE EXCEPTION '%: depends_on must be a list of 1 to 1000 job ids or earlier specs ({"spec": n}, n below this spec''s position), got %', at_, bad.spec -> 'depends_on'
+                USING ERRCODE = '22023',
+                      HINT = 'E.g. [41, {"spec": 0}]: job 41 and the first spec of this call. A dependency on this spec or a later one would be a cycle.';
+        ELSIF bad.problem = 'on_dependency_failure_value' THEN
+            RAISE EXCEPTION '%: on_dependency_failure must be "fail", "run" or "wait", with depends_on, got %', at_, bad.spec -> 'on_dependency_failure'
+                USING ERRCODE = '22023',
+                      HINT = 'What a dependency that fails does to this job: fail it (the default), run it anyway, or wait for a replay of the dependency.';
+        ELSIF bad.problem = 'depends_on_unknown' THEN
+            RAISE EXCEPTION '%: depends_on names unknown job %', at_, jobs.unknown_dependency(bad.spec -> 'depends_on')
+                USING ERRCODE = '22023',
+                      HINT = 'Depend on a job that exists (with producer ownership on, one your role submitted), or on an earlier spec of this call: {"spec": n}.';
         ELSIF bad.problem = 'scope_without_key' THEN
             RAISE EXCEPTION '%: unique_while, unique_for and debounce need an idempotency_key', at_
                 USING ERRCODE = '22023', HINT = 'They say how long a key is held and what a repeat of it does: name the key.';
@@ -354,6 +396,70 @@ BEGIN
       FROM inserted AS i;
     PERFORM jobs.tally(created_kinds, array_fill('submitted'::text, ARRAY[cardinality(created_ids)]));
 
+    -- Dependencies (docs/sql-api.md "Dependencies"), for the jobs just created (a repeat of a
+    -- key adds no edge to the job it returns). A position names the job its spec created or
+    -- met. The parents are locked (in id order) before their states are read, so a
+    -- finish in flight on one either committed first, and is seen, or waits for this
+    -- transaction and then finds the edge (jobs.release_dependents). The dependents were
+    -- inserted unblocked: nobody sees them before commit, and only jobs with dependencies pay
+    -- for the second write.
+    IF specs @? '$[*] ? (@.depends_on.type() == "array")' AND cardinality(created_ids) > 0 THEN
+        SELECT coalesce(array_agg(g.job_id ORDER BY g.job_id, g.depends_on), '{}'),
+               coalesce(array_agg(g.depends_on ORDER BY g.job_id, g.depends_on), '{}'),
+               coalesce(array_agg(g.on_failure ORDER BY g.job_id, g.depends_on), '{}')
+          INTO edge_jobs, edge_parents, edge_policies
+          FROM (SELECT DISTINCT ON (new_ids[e.ord], t.id) new_ids[e.ord] AS job_id, t.id AS depends_on,
+                       coalesce(e.spec ->> 'on_dependency_failure', 'fail') AS on_failure
+                  FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
+                 CROSS JOIN LATERAL jsonb_array_elements(e.spec -> 'depends_on') AS d(v)
+                 CROSS JOIN LATERAL (
+                       SELECT CASE WHEN jsonb_typeof(d.v) = 'number' THEN (d.v::text)::bigint
+                                   WHEN new_ids[(d.v ->> 'spec')::integer + 1] = ANY (created_ids)
+                                   THEN new_ids[(d.v ->> 'spec')::integer + 1]
+                                   -- The earlier spec met its key: the job holding it, as answered.
+                                   ELSE (SELECT h.id FROM jobs.job AS h
+                                          WHERE h.kind = specs -> (d.v ->> 'spec')::integer ->> 'kind'
+                                            AND h.idempotency_key = specs -> (d.v ->> 'spec')::integer ->> 'idempotency_key'
+                                            AND h.key_owner IS NOT DISTINCT FROM owner_
+                                          ORDER BY (h.unique_states IS NULL OR h.status = ANY (h.unique_states)) DESC, h.id DESC
+                                          LIMIT 1) END AS id) AS t
+                 WHERE jsonb_typeof(e.spec -> 'depends_on') = 'array' AND new_ids[e.ord] = ANY (created_ids)
+                 ORDER BY new_ids[e.ord], t.id) AS g;
+        -- The parents are locked in id order, and flagged: their finish then looks for
+        -- dependents. FOR NO KEY UPDATE, the lock the flag's write takes anyway: two submits
+        -- holding a shared lock on one parent would deadlock upgrading it.
+        PERFORM 1 FROM jobs.job AS p WHERE p.id = ANY (edge_parents) ORDER BY p.id FOR NO KEY UPDATE;
+        UPDATE jobs.job AS p SET has_dependents = true
+         WHERE p.id = ANY (edge_parents) AND NOT p.has_dependents;
+        -- A new statement: its snapshot sees what the finishers waited out committed.
+        WITH added AS (
+            INSERT INTO jobs.job_dependency (job_id, depends_on, on_failure, released_at)
+            SELECT x.job_id, x.depends_on, x.on_failure,
+                   CASE WHEN p.status = 'done' OR (p.status = 'failed' AND x.on_failure IN ('run', 'fail'))
+                        THEN now() END
+              FROM unnest(edge_jobs, edge_parents, edge_policies) AS x(job_id, depends_on, on_failure)
+              JOIN jobs.job AS p ON p.id = x.depends_on
+            RETURNING job_id, depends_on, released_at IS NULL AS waits,
+                      released_at IS NOT NULL AND on_failure = 'fail'
+                      AND depends_on IN (SELECT f.id FROM jobs.job AS f WHERE f.id = ANY (edge_parents) AND f.status = 'failed') AS fails
+        ), waiting AS (
+            UPDATE jobs.job AS j
+               SET pending_children = j.pending_children + w.n
+              FROM (SELECT a.job_id, count(*)::integer AS n FROM added AS a WHERE a.waits GROUP BY a.job_id) AS w
+             WHERE j.id = w.job_id
+        )
+        SELECT coalesce(array_agg(a.job_id ORDER BY a.job_id), '{}'), coalesce(array_agg(a.depends_on ORDER BY a.job_id), '{}')
+          INTO doomed_ids, doomed_parents
+          FROM (SELECT DISTINCT ON (a.job_id) a.job_id, a.depends_on FROM added AS a WHERE a.fails
+                 ORDER BY a.job_id, a.depends_on) AS a;
+        -- A dependency already failed, under fail: the job ends at once, through the one door.
+        FOR i IN 1 .. cardinality(doomed_ids) LOOP
+            PERFORM jobs.end_unheld(ARRAY[doomed_ids[i]], 'dependency_failed',
+                                    format('dependency %s failed', doomed_parents[i]));
+        END LOOP;
+        created_rows := ARRAY(SELECT j FROM jobs.job AS j WHERE j.id = ANY (created_ids) ORDER BY j.id);
+    END IF;
+
     IF cardinality(created_ids) = n THEN
         -- No spec met an existing key (the common case): ids follow spec order, and the
         -- rows are the ones just inserted.
@@ -450,7 +556,9 @@ BEGIN
         RETURN;
     END IF;
     IF single THEN
-        IF coalesce((specs -> 0 ->> 'notify')::boolean, true) THEN
+        -- A job waiting for its dependencies (or ended by one) is signalled when released.
+        IF coalesce((specs -> 0 ->> 'notify')::boolean, true)
+           AND (created_rows[1]).pending_children = 0 AND (created_rows[1]).status = 'queued' THEN
             PERFORM pg_notify('jobs_submitted', json_build_object('id', (created_rows[1]).id, 'queue', (created_rows[1]).queue,
                                                                   'run_after', (created_rows[1]).run_after)::text);
         END IF;
@@ -472,6 +580,7 @@ BEGIN
               FROM unnest(created_rows) AS r
               JOIN unnest(new_ids) WITH ORDINALITY AS x(id, ord) ON x.id = r.id
              WHERE coalesce((specs -> (x.ord::integer - 1) ->> 'notify')::boolean, true)
+               AND r.pending_children = 0 AND r.status = 'queued'
         ), numbered AS (
             SELECT n.*, (row_number() OVER (PARTITION BY n.queue, n.due ORDER BY n.ord) - 1) / 300 AS chunk
               FROM n

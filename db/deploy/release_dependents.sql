@@ -1,8 +1,12 @@
 -- Deploy jobfence:release_dependents to pg
 -- requires: claimable
+-- requires: job_dependency
+-- requires: event_reason_dependencies
+-- requires: end_unheld
 BEGIN;
--- Called right after jobs reached a terminal status. Two kinds of jobs may become claimable:
--- a fan-in coordinator whose last pending child just ended, and the next job of an ordering
+-- Called right after jobs reached a terminal status. Three kinds of jobs may become
+-- claimable: a fan-in coordinator whose last pending child just ended, a job whose last
+-- unmet dependency ended (docs/sql-api.md "Dependencies"), and the next job of an ordering
 -- key. Returns (source_id, woken_id) pairs; the caller reports woken ids so drivers signal them.
 CREATE OR REPLACE FUNCTION jobs.release_dependents(job_ids bigint[])
 RETURNS TABLE (source_id bigint, woken_id bigint)
@@ -17,7 +21,63 @@ DECLARE
     keyed record;
     remaining integer;
     next_id bigint;
+    doomed record;
 BEGIN
+    -- Dependencies: the unreleased edges out of these jobs. An edge is released when its
+    -- parent is done, or failed under run (the dependent runs anyway) or fail (it fails);
+    -- under wait it stays, until a replay of the parent is done. The dependents' counters
+    -- go down in id order, like every batch update, so concurrent finishers cannot deadlock;
+    -- the decrement that reaches zero happens once, and records the release.
+    -- The probe is one index range per ended job, empty when nothing depends on it.
+    IF EXISTS (SELECT 1 FROM jobs.job_dependency AS d
+                WHERE d.depends_on = ANY (release_dependents.job_ids) AND d.released_at IS NULL) THEN
+        PERFORM 1 FROM jobs.job AS o
+          WHERE o.id = ANY (ARRAY(SELECT d.job_id FROM jobs.job_dependency AS d
+                                   WHERE d.depends_on = ANY (release_dependents.job_ids) AND d.released_at IS NULL))
+          ORDER BY o.id
+            FOR NO KEY UPDATE;
+        FOR doomed IN
+            WITH ended AS (
+                SELECT p.id, p.status FROM jobs.job AS p
+                 WHERE p.id = ANY (release_dependents.job_ids) AND p.status IN ('done', 'failed')
+            ), released AS (
+                UPDATE jobs.job_dependency AS d
+                   SET released_at = now()
+                  FROM ended AS e
+                 WHERE d.depends_on = e.id AND d.released_at IS NULL
+                   AND (e.status = 'done' OR d.on_failure IN ('run', 'fail'))
+                RETURNING d.job_id, d.depends_on, e.status = 'failed' AND d.on_failure = 'fail' AS fails
+            ), counted AS (
+                SELECT r.job_id, count(*)::integer AS met, max(r.depends_on) AS last_parent,
+                       min(r.depends_on) FILTER (WHERE r.fails) AS failed_parent
+                  FROM released AS r
+                 GROUP BY r.job_id
+            ), lowered AS (
+                UPDATE jobs.job AS j
+                   SET pending_children = j.pending_children - c.met, updated_at = now()
+                  FROM counted AS c
+                 WHERE j.id = c.job_id
+                RETURNING j.id, j.pending_children, j.status, j.lease_version, c.last_parent, c.failed_parent
+            )
+            SELECT * FROM lowered ORDER BY id
+        LOOP
+            IF doomed.failed_parent IS NOT NULL THEN
+                -- The one door for ending a waiting job; it releases the job's own dependents.
+                RETURN QUERY SELECT doomed.failed_parent, w
+                  FROM unnest(jobs.end_unheld(ARRAY[doomed.id], 'dependency_failed',
+                                              format('dependency %s failed', doomed.failed_parent))) AS w;
+            ELSIF doomed.pending_children = 0 AND doomed.status = 'queued' THEN
+                INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
+                VALUES (doomed.id, now(), 'queued', 'queued', doomed.lease_version, 'released');
+                IF EXISTS (SELECT 1 FROM jobs.claimable AS c WHERE c.id = doomed.id) THEN
+                    source_id := doomed.last_parent;
+                    woken_id := doomed.id;
+                    RETURN NEXT;
+                END IF;
+            END IF;
+        END LOOP;
+    END IF;
+
     -- pending_children counts unfinished children exactly (replay adds one back), so the
     -- decrement that reaches zero happens once: that caller alone wakes the coordinator.
     -- Parents are updated in id order so concurrent batches cannot deadlock on them.
@@ -65,6 +125,6 @@ BEGIN
     END LOOP;
 END $$;
 COMMENT ON FUNCTION jobs.release_dependents(bigint[]) IS
-    'Internal: after jobs ended, update fan-in counters and find coordinators and ordering-key successors that became claimable. Not granted to any role.';
+    'Internal: after jobs ended, update fan-in counters and dependency edges (releasing or failing dependents) and find coordinators, dependents and ordering-key successors that became claimable. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.release_dependents(bigint[]) FROM PUBLIC;
 COMMIT;

@@ -1,6 +1,7 @@
 -- Deploy jobfence:transitions to pg
 -- requires: status
 -- requires: event_reason_debounced
+-- requires: event_reason_dependencies
 BEGIN;
 -- The legal transition table of docs/sql-api.md in one place: every event a jobs.* function
 -- writes is one of these rows (the pgTAP suite and the property tests read it from here and
@@ -34,7 +35,11 @@ BEGIN
         ('cancelled',        'processing',     'failed',         false),
         ('cancelled',        'queued',         'failed',         false),
         ('cancelled',        'enqueue_failed', 'failed',         false),
-        ('replayed',         'failed',         'queued',         true)
+        ('replayed',         'failed',         'queued',         true),
+        -- Dependencies: the last unmet one ended (the job may run), or one failed under fail.
+        ('released',          'queued',         'queued',         false),
+        ('dependency_failed', 'queued',         'failed',         false),
+        ('dependency_failed', 'enqueue_failed', 'failed',         false)
       ) AS t(reason, from_status, to_status, bumps);
 END $$;
 COMMENT ON FUNCTION jobs.transitions() IS

@@ -9,8 +9,11 @@ CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], pu
 INSERT INTO expected_fn VALUES
     ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)', 'jobs.job_type',
      '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period,on_dead}', true),
-    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text)', 'jobs.job',
-     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent}', true),
+    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text,bigint[],text)', 'jobs.job',
+     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure}', true),
+    ('jobs.dependencies(bigint)', 'TABLE(depends_on bigint, kind text, status jobs.status, on_failure text, released_at timestamp with time zone)', '{job_id,depends_on,kind,status,on_failure,released_at}', true),
+    ('jobs.dependents(bigint)', 'TABLE(job_id bigint, kind text, status jobs.status, on_failure text, released_at timestamp with time zone)', '{job_id,job_id,kind,status,on_failure,released_at}', true),
+    ('jobs.unknown_dependency(jsonb)', NULL, NULL, false),
     ('jobs.trace_contexts(bigint[])', 'TABLE(job_id bigint, traceparent text)', '{job_ids,job_id,traceparent}', true),
     ('jobs.pause(text)', 'boolean', '{queue}', true),
     ('jobs.resume(text)', 'boolean', '{queue}', true),
@@ -211,7 +214,7 @@ SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expe
 
 -- each public signature exists (has_function with argument types).
 SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period, on_dead) exists');
-SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text) exists');
+SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text','bigint[]','text'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text) exists');
 SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
 SELECT has_function('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'style: jobs.mark_enqueue_failed(bigint[]) exists');
@@ -250,7 +253,7 @@ SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(b
 
 -- return types as in docs/design.md §4.
 SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
-SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text'], 'jobs.job', 'style: submit returns jobs.job');
+SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text','bigint[]','text'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
 SELECT function_returns('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'integer', 'style: mark_enqueue_failed returns integer');
@@ -279,8 +282,8 @@ SELECT is_empty($$ SELECT e.signature, p.proargnames
                 'style: every public function has the contract''s parameter names in order');
 
 -- defaults the contract names (omitted arguments).
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text)')),
-          10::smallint, 'style: submit has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text,bigint[],text)')),
+          12::smallint, 'style: submit has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)')),
           18::smallint, 'style: define_type has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),
@@ -336,7 +339,7 @@ SELECT set_eq($$ SELECT type_name FROM type_attrs
                   WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
                                           'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy', 'jobs.schedule',
                                           'jobs.queue_pause', 'jobs.queue_pause_log', 'jobs.kind_limit', 'jobs.kind_slot',
-                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page') $$,
+                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page', 'jobs.job_dependency') $$,
               ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat', 'jobs.lease_grant'],
               'style: the standalone composite types are exactly lease, outcome, signal, heartbeat and lease_grant');
 
@@ -378,8 +381,8 @@ SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
                   WHERE p.pronamespace = 'jobs'::regnamespace
                     AND p.prosrc ~* 'INSERT\s+INTO\s+jobs\.event\M' $$,
               ARRAY['cancel', 'end_unheld', 'finish_leases', 'grant_leases', 'insert_jobs',
-                    'mark_enqueue_failed', 'recover_enqueue_failed', 'requeue_failed'],
-              'style: only the transition doors (and cancel''s cancel_requested flag) write jobs.event');
+                    'mark_enqueue_failed', 'recover_enqueue_failed', 'release_dependents', 'requeue_failed'],
+              'style: only the transition doors (cancel''s cancel_requested flag and release_dependents'' released mark too) write jobs.event');
 SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
                   WHERE p.pronamespace = 'jobs'::regnamespace
                     AND p.prosrc ~* 'UPDATE\s+jobs\.(job|claimable)\M[^;]*?\mSET\s((?!\m(WHERE|FROM|RETURNING)\M)[^;])*\mstatus\s*=' $$,

@@ -2,7 +2,7 @@
 -- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
-SELECT plan(43);
+SELECT plan(45);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -170,6 +170,22 @@ DO $$ BEGIN
     PERFORM jobs.submit('tc.ev', '{"v": 2}', 'ev-db', debounce => 'payload');
 END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('db')), '(queued,queued,0,,debounced,)', 'event_log: a debounced repeat -> queued -> queued, debounced, lease_version kept');
+
+-- dependencies: a parent's finish releases (done) or fails (failed, policy fail) its dependent
+DO $$ BEGIN
+    PERFORM pg_temp.running('dp', 'tc.ev', 'w1');
+    PERFORM pg_temp.running('dq', 'tc.ev', 'w1');
+    INSERT INTO ids SELECT 'dr', s.id FROM jobs.submit_many(format('[{"kind": "tc.ev", "depends_on": [%s]}]', pg_temp.id('dp'))::jsonb) AS s;
+    INSERT INTO ids SELECT 'dx', s.id FROM jobs.submit_many(format('[{"kind": "tc.ev", "depends_on": [%s]}]', pg_temp.id('dq'))::jsonb) AS s;
+    PERFORM pg_temp.mark(pg_temp.id('dr'));
+    PERFORM pg_temp.mark(pg_temp.id('dx'));
+    PERFORM jobs.complete(pg_temp.id('dp'), 'w1', 1);
+    PERFORM jobs.fail(pg_temp.id('dq'), 'w1', 1, 'boom', false);
+END $$;
+SELECT is(pg_temp.new_events(pg_temp.id('dr')), '(queued,queued,0,,released,)',
+    'event_log: the last dependency done -> queued -> queued, released');
+SELECT is(pg_temp.new_events(pg_temp.id('dx')), format('(queued,failed,0,,dependency_failed,"dependency %s failed")', pg_temp.id('dq')),
+    'event_log: a dependency failed (policy fail) -> queued -> failed, dependency_failed, naming it');
 
 -- invariants over every event written here
 SELECT bag_eq($$ SELECT DISTINCT reason FROM jobs.event WHERE job_id IN (SELECT id FROM ids) $$,

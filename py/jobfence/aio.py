@@ -139,7 +139,8 @@ class AsyncClient:
                      priority: int | None = None,
                      conn: psycopg.AsyncConnection | None = None, **scope) -> int:
         """``conn``: on the caller's connection, inside its transaction, pushed by the relay
-        once it commits (``Client.submit``). ``scope``: unique_while, unique_for, debounce."""
+        once it commits (``Client.submit``). ``scope``: unique_while, unique_for, debounce,
+        depends_on, on_dependency_failure."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,
                   "ordering_key": ordering_key, "notify": conn is not None, "priority": priority,

@@ -54,8 +54,14 @@ class Client:
                priority: int | None = None, conn: psycopg.Connection | None = None,
                unique_while: Sequence[str] | None = None,
                unique_for: float | timedelta | str | None = None,
-               debounce: str | None = None) -> int:
+               debounce: str | None = None, depends_on: Sequence[int] | None = None,
+               on_dependency_failure: str | None = None) -> int:
         """``priority``: 0 (runs first) to 9; None takes the kind's (docs/python.md).
+
+        ``depends_on``: ids of jobs this one waits for; ``on_dependency_failure`` ("fail",
+        the default, "run" or "wait") says what a failed one does to it (docs/python.md,
+        "Dependencies"). A job still waiting is not signalled: its last dependency's finish
+        wakes it.
 
         ``unique_while`` (job states, including "queued"), ``unique_for`` (seconds, a
         timedelta or "1 hour") and ``debounce`` ("payload", "run_after" or
@@ -71,11 +77,13 @@ class Client:
             return self.db.submit(kind, payload, idempotency_key=idempotency_key,
                                   run_after=run_after, ordering_key=ordering_key, notify=True,
                                   priority=priority, conn=conn, unique_while=unique_while,
-                                  unique_for=unique_for, debounce=debounce).id
+                                  unique_for=unique_for, debounce=debounce, depends_on=depends_on,
+                                  on_dependency_failure=on_dependency_failure).id
         job = self.db.submit(kind, payload, idempotency_key=idempotency_key,
                              run_after=run_after, ordering_key=ordering_key, notify=False,
                              priority=priority, unique_while=unique_while,
-                             unique_for=unique_for, debounce=debounce)
+                             unique_for=unique_for, debounce=debounce, depends_on=depends_on,
+                             on_dependency_failure=on_dependency_failure)
         self._signal([job])
         return job.id
 

@@ -111,6 +111,8 @@ class Job:
     # []: released) and when its hold ends.
     unique_states: list | None = None
     unique_until: datetime | None = None
+    # Whether other jobs depend on this one (jobs.dependents lists them).
+    has_dependents: bool = False
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -20,7 +20,8 @@ SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                           ordering_key => %(ordering_key)s, notify => %(notify)s,
                           priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
                           unique_for => %(unique_for)s::interval, debounce => %(debounce)s,
-                          traceparent => %(traceparent)s)
+                          traceparent => %(traceparent)s, depends_on => %(depends_on)s::bigint[],
+                          on_dependency_failure => %(on_dependency_failure)s)
 """
 SUBMIT_MANY = "SELECT * FROM jobs.submit_many(specs => %(specs)s)"
 # The producer's hot path needs only where to push each job: five columns, not the whole row.
@@ -38,7 +39,8 @@ SELECT *, created_at = now() AS created
                    ordering_key => %(ordering_key)s, notify => false,
                    priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
                    unique_for => %(unique_for)s::interval, debounce => %(debounce)s,
-                          traceparent => %(traceparent)s)
+                          traceparent => %(traceparent)s, depends_on => %(depends_on)s::bigint[],
+                          on_dependency_failure => %(on_dependency_failure)s)
 """
 # A batch's answer needs where to push each job and what to report, not the whole row: decoding
 # every column (payload, a dozen timestamps) of 1,000 rows was most of the API's time per batch.

@@ -45,6 +45,17 @@ UniqueFor = Union[Annotated[StrictInt, Field(gt=0, le=MAX_OFFSET_SECONDS)],
                   Annotated[StrictStr, Field(min_length=1, max_length=100)]]
 
 
+class SpecPosition(BaseModel):
+    """An earlier spec of the same batch, by its position (from 0)."""
+    model_config = ConfigDict(extra="forbid")
+    spec: Annotated[StrictInt, Field(ge=0, lt=MAX_SPECS)]
+
+
+# A job id, or (in a batch) an earlier spec's position; jobs.insert_jobs checks the rest.
+Dependency = Union[Annotated[StrictInt, Field(gt=0)], SpecPosition]
+OnDependencyFailure = Literal["fail", "run", "wait"]
+
+
 RunAfter = Annotated[
     Union[StrictInt, StrictFloat, Annotated[StrictStr, Field(json_schema_extra={"format": "date-time"})]],
     AfterValidator(_when),
@@ -75,10 +86,23 @@ class JobSpec(BaseModel):
     debounce: Optional[Debounce] = Field(
         None, description="What a repeat of the key does to its job while it is queued: "
         "replace the payload, push run_after later, or both; absent: nothing.")
+    depends_on: Optional[list[Dependency]] = Field(
+        None, min_length=1, max_length=MAX_SPECS, description="Jobs this one waits for: ids, "
+        "or in a batch {\"spec\": n} for an earlier spec of the same batch; absent: none.")
+    on_dependency_failure: Optional[OnDependencyFailure] = Field(
+        None, description="What a dependency that fails does to this job: fail it (the "
+        "default), run it anyway, or wait for a replay. Only with depends_on.")
+
+    def dependencies(self) -> list | None:
+        """depends_on as jobs.insert_jobs takes it."""
+        return None if self.depends_on is None else [
+            d.model_dump() if isinstance(d, SpecPosition) else d for d in self.depends_on]
 
     def spec(self, idempotency_key: str | None = None) -> dict:
         out: dict[str, Any] = {"kind": self.kind, "payload": self.payload}
-        out.update(spec_options(self.unique_while, self.unique_for, self.debounce, current=False))
+        out.update(spec_options(self.unique_while, self.unique_for, self.debounce,
+                                depends_on=self.dependencies(),
+                                on_dependency_failure=self.on_dependency_failure, current=False))
         out = {k: v for k, v in out.items() if v is not None}
         if self.priority is not None:
             out["priority"] = self.priority
@@ -194,7 +218,9 @@ class JobView(Answer):
     idempotency_key: Optional[str] = None
     ordering_key: Optional[str] = None
     parent_id: Optional[int] = None
-    pending_children: Optional[int] = None
+    pending_children: Optional[int] = Field(None, description="Children of a fan-out and "
+                                            "dependencies it still waits for.")
+    has_dependents: bool = Field(False, description="Whether other jobs depend on this one.")
     cancel_requested_at: Optional[datetime] = None
     priority: int = Field(0, description="0 (runs first) to 9.")
     progress: Any = Field(None, description="What the handler last reported with "

@@ -1,0 +1,4 @@
+-- Revert jobfence:dependencies from pg
+BEGIN;
+DROP FUNCTION jobs.dependencies(bigint);
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:dependents from pg
+BEGIN;
+DROP FUNCTION jobs.dependents(bigint);
+COMMIT;
