@@ -227,6 +227,14 @@ class AsyncClient:
     async def children(self, job_id: int) -> list[rows.Job]:
         return await self._all(sql.CHILDREN, {"job_id": job_id}, rows.JOB)
 
+    async def dependencies(self, job_id: int) -> list[rows.Neighbour]:
+        """The jobs this one depends on (``jobs.dependencies``)."""
+        return await self._all(sql.DEPENDENCIES, {"job_id": job_id}, rows.NEIGHBOUR)
+
+    async def dependents(self, job_id: int) -> list[rows.Neighbour]:
+        """The jobs depending on this one (``jobs.dependents``)."""
+        return await self._all(sql.DEPENDENTS, {"job_id": job_id}, rows.NEIGHBOUR)
+
     async def list_jobs(self, *, kind: str | None = None, status: str | None = None,
                         before_id: int | None = None, max_jobs: int = 100,
                         queue: str | None = None,

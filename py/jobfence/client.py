@@ -12,7 +12,7 @@ import redis
 
 from . import log as jlog
 from .db import Database, job_spec
-from .rows import Event, Job, Outcome
+from .rows import Event, Job, Neighbour, Outcome
 from .tracing import current_traceparent
 from .transport import Transport
 
@@ -177,6 +177,14 @@ class Client:
 
     def children(self, job_id: int) -> list[Job]:
         return self.db.children(job_id)
+
+    def dependencies(self, job_id: int) -> list[Neighbour]:
+        """The jobs this one depends on, with each edge's policy and release."""
+        return self.db.dependencies(job_id)
+
+    def dependents(self, job_id: int) -> list[Neighbour]:
+        """The jobs depending on this one."""
+        return self.db.dependents(job_id)
 
     def cancel(self, job_id: int, reason: str = "cancelled") -> Outcome:
         outcome = self.db.cancel(job_id, reason)

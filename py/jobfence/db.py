@@ -527,6 +527,12 @@ class Database:
     def children(self, job_id: int) -> list[rows.Job]:
         return self._all(sql.CHILDREN, {"job_id": job_id}, rows.JOB)
 
+    def dependencies(self, job_id: int) -> list[rows.Neighbour]:
+        return self._all(sql.DEPENDENCIES, {"job_id": job_id}, rows.NEIGHBOUR)
+
+    def dependents(self, job_id: int) -> list[rows.Neighbour]:
+        return self._all(sql.DEPENDENTS, {"job_id": job_id}, rows.NEIGHBOUR)
+
     def cancel(self, job_id: int, reason: str = "cancelled") -> rows.Outcome:
         return self._one(sql.CANCEL, {"job_id": job_id, "reason": reason}, rows.OUTCOME)
 

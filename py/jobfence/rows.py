@@ -137,6 +137,19 @@ class Event:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Neighbour:
+    """A job next to another in the job graph: a row of ``jobs.dependencies`` (a job it
+    depends on) or of ``jobs.dependents`` (a job depending on it), with the edge's policy and
+    when the edge stopped holding the dependent back (``None``: still waiting)."""
+
+    job_id: int
+    kind: str
+    status: str
+    on_failure: str
+    released_at: datetime | None
+
+
 def enum_array(text: str) -> list[str]:
     """An array of enum labels in PostgreSQL's text form (psycopg knows no jobs.status[]):
     "{queued,processing}" -> ["queued", "processing"]. Job states need no quoting."""
@@ -165,6 +178,7 @@ HEARTBEAT = class_row(Heartbeat)
 BEAT = class_row(Beat)
 JOB = _tolerant(Job)
 EVENT = _tolerant(Event)
+NEIGHBOUR = class_row(Neighbour)
 
 
 def split_created(job: Job) -> tuple[Job, bool]:

@@ -186,6 +186,15 @@ SELECT * FROM jobs.list_jobs(kind => %(kind)s, status => %(status)s::jobs.status
                              queue => %(queue)s, ordering_key => %(ordering_key)s)
 """
 CHILDREN = "SELECT * FROM jobs.children(job_id => %(job_id)s)"
+# The two sides of the job graph, as one row shape (rows.Neighbour).
+DEPENDENCIES = """
+SELECT depends_on AS job_id, kind, status::text, on_failure, released_at
+  FROM jobs.dependencies(job_id => %(job_id)s)
+"""
+DEPENDENTS = """
+SELECT job_id, kind, status::text, on_failure, released_at
+  FROM jobs.dependents(job_id => %(job_id)s)
+"""
 CANCEL = "SELECT * FROM jobs.cancel(job_id => %(job_id)s, reason => %(reason)s)"
 REPLAY = "SELECT jobs.replay(job_id => %(job_id)s) AS replayed"
 # Bulk re-drive: what it re-queued is what to signal (jobs.signal rows).

@@ -262,6 +262,37 @@ def test_the_job_page_shows_the_timeline_of_a_retried_job(api, procs, client, de
     keep_for_docs(shoot(page, "job"), "ui-job")
 
 
+def test_the_job_page_shows_the_jobs_it_depends_on_and_its_dependents(
+        api, procs, client, declared, open_page):
+    parent = client.submit("noop", {"step": "extract"})
+    child = client.submit("noop", {"step": "load"}, depends_on=[parent])
+    anyway = client.submit("noop", {"step": "report"}, depends_on=[parent], on_dependency_failure="run")
+
+    page = open_page()
+    sign_in(page, api, PRODUCER_TOKEN)
+    page.goto(f"{api.base}/ui/jobs/{child}")
+    # Nothing has run yet: the child waits for its one dependency.
+    assert page.locator("#pending").inner_text() == "Waiting for 1 of the jobs it depends on."
+    row = page.locator(f"#dependencies tr[data-id='{parent}']")
+    assert row.count() == 1 and "waiting" in row.inner_text() and "fail" in row.inner_text()
+    assert page.locator("#dependents").count() == 0
+
+    procs.worker("w-graph")
+    wait_until(lambda: finished(declared, anyway) and finished(declared, child),
+               what="the dependents to run once their dependency is done")
+    page.goto(f"{api.base}/ui/jobs/{parent}")
+    shown = [page.locator("#dependents tbody tr").nth(i).get_attribute("data-id")
+             for i in range(page.locator("#dependents tbody tr").count())]
+    assert shown == [str(child), str(anyway)]
+    assert "run" in page.locator(f"#dependents tr[data-id='{anyway}']").inner_text()
+    assert page.locator("#dependencies").count() == 0
+    page.goto(f"{api.base}/ui/jobs/{child}")
+    assert page.locator("#pending").count() == 0
+    released = page.locator(f"#dependencies tr[data-id='{parent}']").inner_text()
+    assert "waiting" not in released and "done" in released
+    shoot(page, "job-dependencies")
+
+
 def test_a_reaped_lease_is_marked_on_the_timeline(api, procs, client, declared, open_page):
     # A worker that dies mid-job: its lease expires, the reaper takes it back, another
     # worker finishes; the dead worker's lease is the superseded one.

@@ -335,7 +335,11 @@ async def job(request: Request, job_id: int, done: Optional[str] = None):
         raise Refused(404, "No such job", f"job {job_id} does not exist (or was pruned)") from None
     events = await client.events(job_id)
     children = await client.children(job_id)
+    depends_on = await client.dependencies(job_id)
+    # has_dependents stays true once set: the read is skipped for the jobs no edge names.
+    dependents = await client.dependents(job_id) if found.has_dependents else []
     return page(request, "job.html", viewer, job=found, events=events, children=children,
+                depends_on=depends_on, dependents=dependents,
                 superseded=_leases(events), attempt=(found.retry_count or 0) + 1,
                 can_replay=found.status == "failed",
                 can_cancel=found.status in CANCELLABLE and found.cancel_requested_at is None,
