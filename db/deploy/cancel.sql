@@ -34,7 +34,7 @@ BEGIN
 
     IF target.status IN ('queued', 'enqueue_failed') THEN
         RETURN (target.id, true, 'failed'::jobs.status, target.run_after,
-                jobs.end_unheld(ARRAY[target.id], 'cancelled', why))::jobs.outcome;
+                jobs.end_unheld(ARRAY[target.id], 'cancelled', ARRAY[why]))::jobs.outcome;
     END IF;
 
     IF target.status = 'processing' THEN

@@ -9,6 +9,7 @@
 -- requires: event_reason_debounced
 -- requires: job_traceparent
 -- requires: job_dependency
+-- requires: edge_outcome
 -- requires: unknown_dependency
 -- requires: end_unheld
 BEGIN;
@@ -40,7 +41,7 @@ DECLARE
     edge_parents bigint[];
     edge_policies text[];
     doomed_ids bigint[];
-    doomed_parents bigint[];
+    doomed_errors text[];
     debounced_rows jobs.job[] := '{}';
     -- Once per batch: every spec of one call is in the caller's key namespace.
     owner_ regrole := jobs.key_owner();
@@ -435,28 +436,27 @@ BEGIN
         WITH added AS (
             INSERT INTO jobs.job_dependency (job_id, depends_on, on_failure, released_at)
             SELECT x.job_id, x.depends_on, x.on_failure,
-                   CASE WHEN p.status = 'done' OR (p.status = 'failed' AND x.on_failure IN ('run', 'fail'))
-                        THEN now() END
+                   CASE WHEN jobs.edge_outcome(p.status, x.on_failure) IS NOT NULL THEN now() END
               FROM unnest(edge_jobs, edge_parents, edge_policies) AS x(job_id, depends_on, on_failure)
               JOIN jobs.job AS p ON p.id = x.depends_on
             RETURNING job_id, depends_on, released_at IS NULL AS waits,
-                      released_at IS NOT NULL AND on_failure = 'fail'
-                      AND depends_on IN (SELECT f.id FROM jobs.job AS f WHERE f.id = ANY (edge_parents) AND f.status = 'failed') AS fails
+                      jobs.edge_outcome((SELECT f.status FROM jobs.job AS f WHERE f.id = depends_on), on_failure)
+                          IS NOT DISTINCT FROM 'fails' AS fails
         ), waiting AS (
             UPDATE jobs.job AS j
                SET pending_children = j.pending_children + w.n
               FROM (SELECT a.job_id, count(*)::integer AS n FROM added AS a WHERE a.waits GROUP BY a.job_id) AS w
              WHERE j.id = w.job_id
         )
-        SELECT coalesce(array_agg(a.job_id ORDER BY a.job_id), '{}'), coalesce(array_agg(a.depends_on ORDER BY a.job_id), '{}')
-          INTO doomed_ids, doomed_parents
+        SELECT coalesce(array_agg(a.job_id ORDER BY a.job_id), '{}'),
+               coalesce(array_agg(format('dependency %s failed', a.depends_on) ORDER BY a.job_id), '{}')
+          INTO doomed_ids, doomed_errors
           FROM (SELECT DISTINCT ON (a.job_id) a.job_id, a.depends_on FROM added AS a WHERE a.fails
                  ORDER BY a.job_id, a.depends_on) AS a;
-        -- A dependency already failed, under fail: the job ends at once, through the one door.
-        FOR i IN 1 .. cardinality(doomed_ids) LOOP
-            PERFORM jobs.end_unheld(ARRAY[doomed_ids[i]], 'dependency_failed',
-                                    format('dependency %s failed', doomed_parents[i]));
-        END LOOP;
+        -- A dependency already failed, under fail: the jobs end at once, through the one door.
+        IF cardinality(doomed_ids) > 0 THEN
+            PERFORM jobs.end_unheld(doomed_ids, 'dependency_failed', doomed_errors);
+        END IF;
         created_rows := ARRAY(SELECT j FROM jobs.job AS j WHERE j.id = ANY (created_ids) ORDER BY j.id);
     END IF;
 

@@ -70,7 +70,8 @@ BEGIN
              LIMIT max_jobs
                FOR UPDATE SKIP LOCKED) AS s;
     IF cardinality(overspent) > 0 THEN
-        woken := woken || jobs.end_unheld(overspent, 'exhausted', 'retry budget exhausted');
+        woken := woken || jobs.end_unheld(overspent, 'exhausted',
+                                     array_fill('retry budget exhausted'::text, ARRAY[cardinality(overspent)]));
     END IF;
 
     RETURN QUERY SELECT * FROM unnest(requeued);

@@ -1,6 +1,7 @@
 -- Deploy jobfence:release_dependents to pg
 -- requires: claimable
 -- requires: job_dependency
+-- requires: edge_outcome
 -- requires: event_reason_dependencies
 -- requires: end_unheld
 BEGIN;
@@ -21,61 +22,74 @@ DECLARE
     keyed record;
     remaining integer;
     next_id bigint;
-    doomed record;
+    waiting_ids bigint[];
+    doomed_ids bigint[];
+    doomed_errors text[];
+    first_failed bigint;
+    freed_ids bigint[];
+    freed_by bigint[];
+    freed_versions bigint[];
 BEGIN
-    -- Dependencies: the unreleased edges out of these jobs. An edge is released when its
-    -- parent is done, or failed under run (the dependent runs anyway) or fail (it fails);
-    -- under wait it stays, until a replay of the parent is done. The dependents' counters
-    -- go down in id order, like every batch update, so concurrent finishers cannot deadlock;
-    -- the decrement that reaches zero happens once, and records the release.
-    -- The probe is one index range per ended job, empty when nothing depends on it.
-    IF EXISTS (SELECT 1 FROM jobs.job_dependency AS d
-                WHERE d.depends_on = ANY (release_dependents.job_ids) AND d.released_at IS NULL) THEN
-        PERFORM 1 FROM jobs.job AS o
-          WHERE o.id = ANY (ARRAY(SELECT d.job_id FROM jobs.job_dependency AS d
-                                   WHERE d.depends_on = ANY (release_dependents.job_ids) AND d.released_at IS NULL))
-          ORDER BY o.id
-            FOR NO KEY UPDATE;
-        FOR doomed IN
-            WITH ended AS (
-                SELECT p.id, p.status FROM jobs.job AS p
-                 WHERE p.id = ANY (release_dependents.job_ids) AND p.status IN ('done', 'failed')
-            ), released AS (
-                UPDATE jobs.job_dependency AS d
-                   SET released_at = now()
-                  FROM ended AS e
-                 WHERE d.depends_on = e.id AND d.released_at IS NULL
-                   AND (e.status = 'done' OR d.on_failure IN ('run', 'fail'))
-                RETURNING d.job_id, d.depends_on, e.status = 'failed' AND d.on_failure = 'fail' AS fails
-            ), counted AS (
-                SELECT r.job_id, count(*)::integer AS met, max(r.depends_on) AS last_parent,
-                       min(r.depends_on) FILTER (WHERE r.fails) AS failed_parent
-                  FROM released AS r
-                 GROUP BY r.job_id
-            ), lowered AS (
-                UPDATE jobs.job AS j
-                   SET pending_children = j.pending_children - c.met, updated_at = now()
-                  FROM counted AS c
-                 WHERE j.id = c.job_id
-                RETURNING j.id, j.pending_children, j.status, j.lease_version, c.last_parent, c.failed_parent
-            )
-            SELECT * FROM lowered ORDER BY id
-        LOOP
-            IF doomed.failed_parent IS NOT NULL THEN
-                -- The one door for ending a waiting job; it releases the job's own dependents.
-                RETURN QUERY SELECT doomed.failed_parent, w
-                  FROM unnest(jobs.end_unheld(ARRAY[doomed.id], 'dependency_failed',
-                                              format('dependency %s failed', doomed.failed_parent))) AS w;
-            ELSIF doomed.pending_children = 0 AND doomed.status = 'queued' THEN
-                INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
-                VALUES (doomed.id, now(), 'queued', 'queued', doomed.lease_version, 'released');
-                IF EXISTS (SELECT 1 FROM jobs.claimable AS c WHERE c.id = doomed.id) THEN
-                    source_id := doomed.last_parent;
-                    woken_id := doomed.id;
-                    RETURN NEXT;
-                END IF;
-            END IF;
-        END LOOP;
+    -- Dependencies: the unreleased edges out of these jobs, each judged by jobs.edge_outcome
+    -- (released when met or failing the dependent; under wait a failed dependency holds it
+    -- until a replay of the dependency is done). The dependents' counters go down in id
+    -- order, like every batch update, so concurrent finishers cannot deadlock; the decrement
+    -- that reaches zero happens once, and records the release. The lock list is the probe:
+    -- one index range per ended job, empty when nothing depends on it.
+    waiting_ids := ARRAY(SELECT d.job_id FROM jobs.job_dependency AS d
+                          WHERE d.depends_on = ANY (release_dependents.job_ids) AND d.released_at IS NULL);
+    IF cardinality(waiting_ids) > 0 THEN
+        PERFORM 1 FROM jobs.job AS o WHERE o.id = ANY (waiting_ids) ORDER BY o.id FOR NO KEY UPDATE;
+        WITH ended AS (
+            SELECT p.id, p.status FROM jobs.job AS p
+             WHERE p.id = ANY (release_dependents.job_ids) AND p.status IN ('done', 'failed')
+        ), released AS (
+            UPDATE jobs.job_dependency AS d
+               SET released_at = now()
+              FROM ended AS e
+             WHERE d.depends_on = e.id AND d.released_at IS NULL
+               AND jobs.edge_outcome(e.status, d.on_failure) IS NOT NULL
+            RETURNING d.job_id, d.depends_on, jobs.edge_outcome(e.status, d.on_failure) = 'fails' AS fails
+        ), counted AS (
+            SELECT r.job_id, count(*)::integer AS met, max(r.depends_on) AS last_parent,
+                   min(r.depends_on) FILTER (WHERE r.fails) AS failed_parent
+              FROM released AS r
+             GROUP BY r.job_id
+        ), lowered AS (
+            UPDATE jobs.job AS j
+               SET pending_children = j.pending_children - c.met, updated_at = now()
+              FROM counted AS c
+             WHERE j.id = c.job_id
+            RETURNING j.id, j.pending_children, j.status, j.lease_version, c.last_parent, c.failed_parent
+        )
+        SELECT coalesce(array_agg(l.id ORDER BY l.id) FILTER (WHERE l.failed_parent IS NOT NULL), '{}'),
+               coalesce(array_agg(format('dependency %s failed', l.failed_parent) ORDER BY l.id)
+                        FILTER (WHERE l.failed_parent IS NOT NULL), '{}'),
+               min(l.failed_parent),
+               -- Released: a job that ended meanwhile (cancelled) has nothing left to wait for.
+               coalesce(array_agg(l.id ORDER BY l.id)
+                        FILTER (WHERE l.failed_parent IS NULL AND l.pending_children = 0 AND l.status = 'queued'), '{}'),
+               coalesce(array_agg(l.last_parent ORDER BY l.id)
+                        FILTER (WHERE l.failed_parent IS NULL AND l.pending_children = 0 AND l.status = 'queued'), '{}'),
+               coalesce(array_agg(l.lease_version ORDER BY l.id)
+                        FILTER (WHERE l.failed_parent IS NULL AND l.pending_children = 0 AND l.status = 'queued'), '{}')
+          INTO doomed_ids, doomed_errors, first_failed, freed_ids, freed_by, freed_versions
+          FROM lowered AS l;
+        IF cardinality(freed_ids) > 0 THEN
+            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
+            SELECT u.id, now(), 'queued', 'queued', u.lease_version, 'released'
+              FROM unnest(freed_ids, freed_versions) AS u(id, lease_version);
+            RETURN QUERY SELECT u.source_id, u.id FROM unnest(freed_ids, freed_by) AS u(id, source_id)
+                          WHERE EXISTS (SELECT 1 FROM jobs.claimable AS c WHERE c.id = u.id);
+        END IF;
+        IF cardinality(doomed_ids) > 0 THEN
+            -- The one door for ending a waiting job, in one call; it releases the doomed jobs'
+            -- own dependents. What that wakes is reported as woken by the first failed
+            -- dependency: the caller needs a source among the jobs it ended, to report the
+            -- wake with (jobs.finish_leases).
+            RETURN QUERY SELECT first_failed, w
+              FROM unnest(jobs.end_unheld(doomed_ids, 'dependency_failed', doomed_errors)) AS w;
+        END IF;
     END IF;
 
     -- pending_children counts unfinished children exactly (replay adds one back), so the

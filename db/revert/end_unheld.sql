@@ -1,4 +1,4 @@
 -- Revert jobfence:end_unheld from pg
 BEGIN;
-DROP FUNCTION jobs.end_unheld(bigint[], text, text);
+DROP FUNCTION jobs.end_unheld(bigint[], text, text[]);
 COMMIT;

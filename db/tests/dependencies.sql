@@ -4,7 +4,7 @@
 -- and, in two dblink sessions on committed rows, a parent finishing while its dependent is
 -- submitted.
 BEGIN;
-SELECT plan(45);
+SELECT plan(50);
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT jobs.define_type('dg.k', max_retries => 0);
 
@@ -96,6 +96,27 @@ SELECT is((SELECT pending_children FROM jobs.job WHERE id = :s), 1, 'jobs.submit
 SELECT id AS q FROM jobs.submit('dg.k') \gset
 SELECT id AS co FROM jobs.fan_out('[{"kind": "dg.k"}, {"kind": "dg.k"}]', format('{"kind": "dg.k", "depends_on": [%s]}', :q)::jsonb) \gset
 SELECT is((SELECT pending_children FROM jobs.job WHERE id = :co), 3, 'a fan-out coordinator waits for its children and its dependencies');
+
+-- A dependent cancelled while it waits: its dependency's finish releases the edge but
+-- records no release of a job that has ended.
+SELECT id AS cp FROM jobs.submit('dg.k') \gset
+SELECT id AS cd FROM jobs.submit('dg.k', depends_on => ARRAY[:cp]::bigint[]) \gset
+SELECT is((jobs.cancel(:cd, 'not needed')).status, 'failed'::jobs.status, 'a waiting dependent can be cancelled');
+SELECT is(pg_temp.run(:cp), '{}'::bigint[], 'the finish of its dependency then wakes nothing');
+SELECT is(pg_temp.reasons(:cd), ARRAY['submitted', 'cancelled'], '... and records no release of the cancelled job');
+-- Two dependencies failing in one call: each dependent names its own, and a job running
+-- anyway after one of them is in the batch's wake.
+SELECT id AS f1 FROM jobs.submit('dg.k') \gset
+SELECT id AS f2 FROM jobs.submit('dg.k') \gset
+SELECT id AS g1 FROM jobs.submit('dg.k', depends_on => ARRAY[:f1]::bigint[]) \gset
+SELECT id AS g2 FROM jobs.submit('dg.k', depends_on => ARRAY[:f2]::bigint[]) \gset
+SELECT id AS h1 FROM jobs.submit('dg.k', depends_on => ARRAY[:g1]::bigint[], on_dependency_failure => 'run') \gset
+SELECT count(*) FROM jobs.claim_many(ARRAY[:f1, :f2]::bigint[], 'w');
+SELECT is((SELECT array_agg(w ORDER BY w) FROM jobs.fail_many(ARRAY[:f1, :f2]::bigint[], 'w', '{1,1}', '{x,y}', '{f,f}') AS o, unnest(o.wake) AS w),
+          ARRAY[:h1]::bigint[], 'one call failing two dependencies wakes what runs anyway');
+SELECT results_eq(format('SELECT id, error FROM jobs.job WHERE id IN (%s, %s) ORDER BY id', :g1, :g2),
+                  format($$ VALUES (%s::bigint, 'dependency %s failed'), (%s, 'dependency %s failed') $$, :g1, :f1, :g2, :f2),
+                  'each dependent failed by the batch names its own dependency');
 
 -- 5. Bad input: 22023, nothing written.
 SELECT count(*) AS jobs_before FROM jobs.job \gset

@@ -5,7 +5,7 @@
 -- jobs_worker). The rule is jobs.own_jobs_only. Off by default, and then nothing is refused.
 -- Callers run as real login roles through SET SESSION AUTHORIZATION, so session_user is theirs.
 BEGIN;
-SELECT plan(51);
+SELECT plan(56);
 
 CREATE ROLE jobfence_tap_producer_a LOGIN;
 CREATE ROLE jobfence_tap_producer_b LOGIN;
@@ -117,6 +117,25 @@ SELECT is(jobs.mark_enqueue_failed(ARRAY[pg_temp.id('a2')]), 1, 'ownership on: p
 SELECT is((jobs.cancel(pg_temp.id('a2'), 'by a')).status, 'failed'::jobs.status, 'ownership on: producer A cancels its own job');
 SELECT is(pg_temp.error_of(format('SELECT jobs.get(%s)', pg_temp.id('b1'))), 'JB002 jobs.get hint=true',
           'ownership on: producer A reading producer B''s job -> JB002');
+RESET SESSION AUTHORIZATION;
+
+-- the job graph: an edge to another producer's job would let B wait on, and learn the fate of,
+-- a job it may not see; it is refused as unknown, and nothing is written.
+SET SESSION AUTHORIZATION jobfence_tap_producer_b;
+SELECT is(pg_temp.error_of(format($$SELECT jobs.submit('own_t', depends_on => ARRAY[%s])$$, pg_temp.id('a3'))),
+          '22023 jobs.submit hint=true', 'ownership on: producer B depending on producer A''s job -> 22023');
+SELECT throws_like(format($$SELECT jobs.submit('own_t', depends_on => ARRAY[%s])$$, pg_temp.id('a3')),
+                   '%depends_on names unknown job ' || pg_temp.id('a3') || '%',
+                   'ownership on: ... named as an unknown job, as for an id of no job');
+SELECT is_empty(format('SELECT * FROM jobs.dependents(%s)', pg_temp.id('a3')),
+                'ownership on: producer B reads no dependents of producer A''s job');
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT count(*) FROM jobs.job_dependency WHERE depends_on = pg_temp.id('a3')), 0::bigint,
+          'ownership on: the refused submits wrote no edge');
+SET SESSION AUTHORIZATION jobfence_tap_producer_a;
+INSERT INTO ids SELECT 'a_dep', (jobs.submit('own_t', depends_on => ARRAY[pg_temp.id('a3')])).id;
+SELECT is((SELECT array_agg(d.depends_on) FROM jobs.dependencies(pg_temp.id('a_dep')) AS d), ARRAY[pg_temp.id('a3')],
+          'ownership on: producer A depends on its own job and reads the edge');
 RESET SESSION AUTHORIZATION;
 
 -- admins act on any job; workers read any job (claiming shows them any payload anyway).

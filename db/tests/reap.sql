@@ -3,7 +3,7 @@
 -- when heartbeats stopped; the kind's backoff, reason timed_out, error 'timeout after ...' at the timeout;
 -- queued/enqueue_failed -> failed when retry_count > max_retries), §4 (signal rows, cancel), §5.
 BEGIN;
-SELECT plan(41);
+SELECT plan(42);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -173,8 +173,10 @@ SELECT throws_ok($$ SELECT * FROM jobs.finish_leases(ARRAY[pg_temp.id('bypass')]
                  '22P02', NULL, 'finish_leases: a misspelt verdict is an error where it is written');
 SELECT is((SELECT status FROM jobs.job WHERE id = pg_temp.id('bypass')), 'processing'::jobs.status,
           'finish_leases: the refused calls changed nothing');
-SELECT throws_ok($$ SELECT jobs.end_unheld(ARRAY[pg_temp.id('bypass')], 'retried', 'x') $$, '22023', NULL,
-                 'end_unheld: a reason other than cancelled or exhausted -> 22023');
+SELECT throws_ok($$ SELECT jobs.end_unheld(ARRAY[pg_temp.id('bypass')], 'retried', ARRAY['x']) $$, '22023', NULL,
+                 'end_unheld: a reason other than cancelled, exhausted or dependency_failed -> 22023');
+SELECT throws_ok($$ SELECT jobs.end_unheld(ARRAY[pg_temp.id('bypass')], 'cancelled', ARRAY['x', 'y']) $$, '22023', NULL,
+                 'end_unheld: an error count other than the job count -> 22023');
 
 -- roles: reaping is an admin task
 SET LOCAL ROLE jobs_worker;

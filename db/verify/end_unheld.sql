@@ -1,5 +1,5 @@
 -- Verify jobfence:end_unheld on pg
 -- Raises when the function is missing or not a pinned SECURITY DEFINER.
 SELECT 1 / count(*) FROM pg_catalog.pg_proc
- WHERE oid = 'jobs.end_unheld(bigint[], text, text)'::regprocedure
+ WHERE oid = 'jobs.end_unheld(bigint[], text, text[])'::regprocedure
    AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];
