@@ -2,6 +2,9 @@
 -- requires: kind_limit
 -- requires: queue_pause
 -- requires: claimable
+-- requires: kind_limit_per_key
+-- requires: job_concurrency_key
+-- requires: claimable
 BEGIN;
 -- The global limits of docs/sql-api.md ("Global limits per kind"), applied where a claim is
 -- granted so that no number of workers can exceed them. Called by jobs.grant_leases only when
@@ -55,7 +58,7 @@ BEGIN
              WHERE j.id = s.job_id AND j.status IS NOT DISTINCT FROM 'processing') IS DISTINCT FROM s.lease_version;
 
     WITH room AS (
-        SELECT l.kind, l.max_running, l.rate_limit,
+        SELECT l.kind, l.max_running, l.rate_limit, l.max_running_per_key,
                least(l.rate_limit::double precision,
                      l.tokens + l.rate_limit * date_part('epoch', now() - l.refilled_at)
                                 / date_part('epoch', l.rate_period)) AS tokens,
@@ -63,29 +66,51 @@ BEGIN
           FROM jobs.kind_limit AS l
          WHERE l.kind = ANY (gated)
     ), free AS (
-        SELECT r.kind, r.max_running, r.tokens,
+        SELECT r.kind, r.max_running, r.tokens, r.max_running_per_key,
                least(coalesce(r.max_running - r.running, 2147483647),
                      coalesce(floor(r.tokens)::bigint, 2147483647)) AS n
           FROM room AS r
     ), candidates AS (
-        -- Most urgent first when a batch holds more of a kind than it has room for.
-        SELECT c.id, c.kind, c.lease_version,
-               row_number() OVER (PARTITION BY c.kind ORDER BY c.priority, c.id) AS rank
+        SELECT c.id, c.kind, c.lease_version, c.priority, c.concurrency_key
           FROM jobs.claimable AS c
          WHERE c.id = ANY (job_ids) AND c.kind = ANY (gated) AND c.queue <> ALL (paused)
+    ), key_room AS (
+        -- Per key (max_running_per_key): the leases its kind's jobs of that key still hold,
+        -- one index range per key of the batch. A job without a key has no bound per key.
+        SELECT k.kind, k.concurrency_key,
+               f.max_running_per_key - (SELECT count(*) FROM jobs.kind_slot AS s
+                                         WHERE s.kind = k.kind AND s.concurrency_key = k.concurrency_key) AS n
+          FROM (SELECT DISTINCT c.kind, c.concurrency_key FROM candidates AS c WHERE c.concurrency_key IS NOT NULL) AS k
+          JOIN free AS f ON f.kind = k.kind
+         WHERE f.max_running_per_key IS NOT NULL
+    ), within_key AS (
+        -- Most urgent first when a batch holds more of a key than it has room for.
+        SELECT c.id, c.kind, c.lease_version, c.priority, c.concurrency_key
+          FROM (SELECT c.*, row_number() OVER (PARTITION BY c.kind, c.concurrency_key ORDER BY c.priority, c.id) AS key_rank
+                  FROM candidates AS c) AS c
+          LEFT JOIN key_room AS k ON k.kind = c.kind AND k.concurrency_key = c.concurrency_key
+         WHERE k.n IS NULL OR c.key_rank <= k.n
+    ), ranked AS (
+        -- Most urgent first when a batch holds more of a kind than it has room for.
+        SELECT w.id, w.kind, w.lease_version, w.concurrency_key,
+               row_number() OVER (PARTITION BY w.kind ORDER BY w.priority, w.id) AS rank
+          FROM within_key AS w
     ), picked AS (
-        SELECT c.id, c.kind, c.lease_version
-          FROM candidates AS c
+        SELECT c.id, c.kind, c.lease_version, c.concurrency_key
+          FROM ranked AS c
           JOIN free AS f ON f.kind = c.kind
          WHERE c.rank <= f.n
     ), slots AS (
         -- The lease the grant is about to hand out: lease_version + 1.
-        INSERT INTO jobs.kind_slot (kind, job_id, lease_version)
-        SELECT p.kind, p.id, p.lease_version + 1
+        -- A slot for each lease a bound counts: every one under max_running, a keyed one
+        -- under max_running_per_key.
+        INSERT INTO jobs.kind_slot (kind, job_id, lease_version, concurrency_key)
+        SELECT p.kind, p.id, p.lease_version + 1, p.concurrency_key
           FROM picked AS p
           JOIN free AS f ON f.kind = p.kind
-         WHERE f.max_running IS NOT NULL
-        ON CONFLICT ON CONSTRAINT kind_slot_pkey DO UPDATE SET lease_version = excluded.lease_version
+         WHERE f.max_running IS NOT NULL OR (f.max_running_per_key IS NOT NULL AND p.concurrency_key IS NOT NULL)
+        ON CONFLICT ON CONSTRAINT kind_slot_pkey DO UPDATE
+           SET lease_version = excluded.lease_version, concurrency_key = excluded.concurrency_key
     ), spent AS (
         -- Every gated row is written, even without a rate: under REPEATABLE READ a second
         -- claimer then fails (40001) instead of counting slots its snapshot cannot see.
@@ -100,6 +125,6 @@ BEGIN
     RETURN free_ids || admitted;
 END $$;
 COMMENT ON FUNCTION jobs.admit_limited(bigint[], text[], text[], boolean) IS
-    'Internal: of job_ids, those the global limits let through now (skip_busy: a kind whose row another claim holds lets none through) (ids of unlimited kinds pass; limited kinds get at most max_running minus running and the tokens in their bucket), recording their slots and spending tokens under the kinds'' row locks. Not granted to any role.';
+    'Internal: of job_ids, those the global limits let through now (skip_busy: a kind whose row another claim holds lets none through) (ids of unlimited kinds pass; limited kinds get at most max_running minus running, the tokens in their bucket, and per concurrency_key max_running_per_key minus the key''s running), recording their slots and spending tokens under the kinds'' row locks. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.admit_limited(bigint[], text[], text[], boolean) FROM PUBLIC;
 COMMIT;

@@ -1,6 +1,14 @@
 -- Deploy jobfence:claimable to pg
 -- requires: job
+-- requires: job_unique_scope
+-- requires: job_traceparent
+-- requires: job_dependency
+-- requires: job_concurrency_key
 BEGIN;
+-- Rework: a view's SELECT j.* is expanded when it is created, so the columns jobs.job gained
+-- since (unique_states, unique_until, traceparent, has_dependents, concurrency_key) reach
+-- the claim paths only when it is created again. Appended: CREATE OR REPLACE keeps the
+-- columns it had, in their order, and adds these after them.
 -- The one definition of "claimable" (docs/design.md §4). A view, not a function, so the planner
 -- inlines it into every claim path; callers lock or update through it, which re-checks these
 -- conditions on the newest row version after a lock wait.
@@ -9,7 +17,7 @@ BEGIN;
 -- the primary key. With "=", a table whose statistics say "few queued jobs" (a new table, or
 -- one full of dead index entries) led the planner to walk a whole partial index per id.
 -- Scans that want those indexes (claim_next, stale_queued) add "status = 'queued'" themselves.
-CREATE VIEW jobs.claimable AS
+CREATE OR REPLACE VIEW jobs.claimable AS
 SELECT j.*
   FROM jobs.job AS j
  WHERE j.status IS NOT DISTINCT FROM 'queued'

@@ -1,8 +1,12 @@
 -- Deploy jobfence:define_type to pg
 -- requires: job_type
 -- requires: kind_limit
+-- requires: kind_limit_per_key
 BEGIN;
-CREATE OR REPLACE FUNCTION jobs.define_type(
+-- max_running_per_key is a new last parameter: the released form goes (a call by name or
+-- position without it resolves to this one).
+DROP FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text);
+CREATE FUNCTION jobs.define_type(
     kind              text,
     queue             text DEFAULT 'default',
     lease_timeout     interval DEFAULT '15 seconds',
@@ -21,7 +25,8 @@ CREATE OR REPLACE FUNCTION jobs.define_type(
     max_running       integer DEFAULT NULL,
     rate_limit        integer DEFAULT NULL,
     rate_period       interval DEFAULT NULL,
-    on_dead           text DEFAULT NULL)
+    on_dead           text DEFAULT NULL,
+    max_running_per_key integer DEFAULT NULL)
 RETURNS jobs.job_type
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -60,6 +65,7 @@ BEGIN
             'max_failure_rate must be in [0, 1]'
         WHEN priority IS NULL OR priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 (first) and 9'
         WHEN max_running < 1 THEN 'max_running must be NULL (unlimited) or at least 1'
+        WHEN max_running_per_key < 1 THEN 'max_running_per_key must be NULL (no bound per key) or at least 1'
         WHEN (rate_limit IS NULL) <> (rate_period IS NULL) THEN
             'rate_limit and rate_period go together: both NULL (unlimited) or both set'
         WHEN rate_limit < 1 THEN 'rate_limit must be NULL (unlimited) or at least 1'
@@ -79,13 +85,15 @@ BEGIN
     INSERT INTO jobs.job_type AS t (kind, queue, lease_timeout, timeout, max_retries, backoff_base,
                                     backoff_max, max_payload_bytes, slo_latency, slo_target,
                                     slo_success, max_backlog, run_time_budget, max_failure_rate,
-                                    priority, max_running, rate_limit, rate_period, on_dead)
+                                    priority, max_running, rate_limit, rate_period, on_dead,
+                                    max_running_per_key)
     VALUES (define_type.kind, define_type.queue, define_type.lease_timeout, define_type.timeout,
             define_type.max_retries, define_type.backoff_base, define_type.backoff_max,
             define_type.max_payload_bytes, define_type.slo_latency, define_type.slo_target,
             define_type.slo_success, define_type.max_backlog, define_type.run_time_budget,
             define_type.max_failure_rate, define_type.priority, define_type.max_running,
-            define_type.rate_limit, define_type.rate_period, define_type.on_dead)
+            define_type.rate_limit, define_type.rate_period, define_type.on_dead,
+            define_type.max_running_per_key)
     ON CONFLICT ON CONSTRAINT job_type_pkey DO UPDATE
        SET queue = excluded.queue, lease_timeout = excluded.lease_timeout, timeout = excluded.timeout,
            max_retries = excluded.max_retries, backoff_base = excluded.backoff_base,
@@ -95,36 +103,41 @@ BEGIN
            run_time_budget = excluded.run_time_budget, max_failure_rate = excluded.max_failure_rate,
            priority = excluded.priority, max_running = excluded.max_running,
            rate_limit = excluded.rate_limit, rate_period = excluded.rate_period,
-           on_dead = excluded.on_dead, updated_at = now()
+           on_dead = excluded.on_dead, max_running_per_key = excluded.max_running_per_key,
+           updated_at = now()
     RETURNING * INTO defined;
 
     -- The claim path reads jobs.kind_limit only: a row there is what makes a kind limited,
     -- so an unlimited kind costs the claims nothing.
-    IF defined.max_running IS NULL AND defined.rate_limit IS NULL THEN
+    IF defined.max_running IS NULL AND defined.rate_limit IS NULL AND defined.max_running_per_key IS NULL THEN
         DELETE FROM jobs.kind_slot AS s WHERE s.kind = defined.kind;
         DELETE FROM jobs.kind_limit AS l WHERE l.kind = defined.kind;
     ELSE
         -- Locked like a claim locks it, so a redefinition waits for claims in flight. A full
         -- bucket to start with; a changed rate keeps the tokens already earned (capped).
-        INSERT INTO jobs.kind_limit AS l (kind, max_running, rate_limit, rate_period, tokens, refilled_at)
+        INSERT INTO jobs.kind_limit AS l (kind, max_running, rate_limit, rate_period, tokens, refilled_at,
+                                          max_running_per_key)
         VALUES (defined.kind, defined.max_running, defined.rate_limit, defined.rate_period,
-                coalesce(defined.rate_limit, 0), now())
+                coalesce(defined.rate_limit, 0), now(), defined.max_running_per_key)
         ON CONFLICT ON CONSTRAINT kind_limit_pkey DO UPDATE
            SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+               max_running_per_key = excluded.max_running_per_key,
                rate_period = excluded.rate_period,
                tokens = CASE WHEN l.rate_limit IS NULL THEN excluded.tokens
                              ELSE least(l.tokens, excluded.tokens) END;
-        -- Jobs already running count against a new max_running: their slots are taken now.
-        INSERT INTO jobs.kind_slot (kind, job_id, lease_version)
-        SELECT j.kind, j.id, j.lease_version
+        -- Jobs already running count against a new max_running or max_running_per_key:
+        -- their slots are taken now.
+        INSERT INTO jobs.kind_slot (kind, job_id, lease_version, concurrency_key)
+        SELECT j.kind, j.id, j.lease_version, j.concurrency_key
           FROM jobs.job AS j
          WHERE j.status = 'processing' AND j.kind = defined.kind
-        ON CONFLICT ON CONSTRAINT kind_slot_pkey DO UPDATE SET lease_version = excluded.lease_version;
+        ON CONFLICT ON CONSTRAINT kind_slot_pkey DO UPDATE
+           SET lease_version = excluded.lease_version, concurrency_key = excluded.concurrency_key;
     END IF;
     RETURN defined;
 END $$;
-COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text) IS
-    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success), alert bounds (backlog, run-time budget, failure rate), default priority (0..9, lower first) global claim limits (max_running, rate_limit per rate_period; NULL unlimited) and the compensating kind submitted when a job dead-letters (on_dead). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
-REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text) TO jobs_admin;
+COMMENT ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text, integer) IS
+    'Declare or replace a job kind: queue, lease and execution timeouts, retry budget, backoff, payload limit, SLOs (latency, success), alert bounds (backlog, run-time budget, failure rate), default priority (0..9, lower first) global claim limits (max_running, rate_limit per rate_period, max_running_per_key per concurrency_key; NULL unlimited) and the compensating kind submitted when a job dead-letters (on_dead). Omitted arguments take their defaults; existing jobs keep the values copied at submit.';
+REVOKE ALL ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.define_type(text, text, interval, interval, integer, interval, interval, integer, interval, numeric, numeric, bigint, interval, numeric, integer, integer, integer, interval, text, integer) TO jobs_admin;
 COMMIT;

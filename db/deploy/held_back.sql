@@ -3,6 +3,9 @@
 -- requires: queue_pause
 -- requires: claimable
 -- requires: signal
+-- requires: kind_limit_per_key
+-- requires: job_concurrency_key
+-- requires: claimable
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.held_back(job_ids bigint[])
 RETURNS SETOF jobs.signal
@@ -18,13 +21,16 @@ BEGIN
     -- held back have lost their signal, and nothing else would wake them while the queue's
     -- ready lists stay busy. Each comes back with a time to try again, spread so that a long
     -- line of waiting jobs is not re-popped all at once: for a rate, when its token is due;
-    -- for max_running, one more second per max_running jobs ahead of it, at most 10 s.
+    -- for max_running, one more second per max_running jobs ahead of it, at most 10 s; for
+    -- max_running_per_key, the same counted among the jobs of its key.
     IF NOT EXISTS (SELECT 1 FROM jobs.kind_limit) THEN
         RETURN;
     END IF;
     RETURN QUERY
     WITH waiting AS (
         SELECT c.id, c.queue, c.priority, l.max_running, l.rate_limit, l.rate_period,
+               CASE WHEN c.concurrency_key IS NOT NULL THEN l.max_running_per_key END AS max_running_per_key,
+               row_number() OVER (PARTITION BY c.kind, c.concurrency_key ORDER BY c.priority, c.id) AS key_rank,
                least(l.rate_limit::double precision,
                      l.tokens + l.rate_limit * date_part('epoch', now() - l.refilled_at)
                                 / date_part('epoch', l.rate_period)) AS tokens,
@@ -39,6 +45,8 @@ BEGIN
                interval '200 milliseconds',
                CASE WHEN w.max_running IS NOT NULL
                     THEN least(interval '10 seconds', interval '1 second' * ceil(w.rank::numeric / w.max_running)) END,
+               CASE WHEN w.max_running_per_key IS NOT NULL
+                    THEN least(interval '10 seconds', interval '1 second' * ceil(w.key_rank::numeric / w.max_running_per_key)) END,
                CASE WHEN w.rate_limit IS NOT NULL
                     THEN least(w.rate_period, w.rate_period * (greatest(w.rank - w.tokens, 0) / w.rate_limit)) END),
            w.priority
@@ -46,7 +54,7 @@ BEGIN
      ORDER BY w.id;
 END $$;
 COMMENT ON FUNCTION jobs.held_back(bigint[]) IS
-    'Of the given ids, the jobs claimable but for their kind''s global limit (max_running, rate_limit): where and when to push them again (run_after in the future, for the delayed set). Empty when no kind is limited. Granted to jobs_worker and jobs_admin.';
+    'Of the given ids, the jobs claimable but for their kind''s global limit (max_running, rate_limit, max_running_per_key): where and when to push them again (run_after in the future, for the delayed set). Empty when no kind is limited. Granted to jobs_worker and jobs_admin.';
 REVOKE ALL ON FUNCTION jobs.held_back(bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.held_back(bigint[]) TO jobs_worker, jobs_admin;
 COMMIT;

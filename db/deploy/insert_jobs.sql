@@ -8,6 +8,7 @@
 -- requires: job_unique_scope
 -- requires: event_reason_debounced
 -- requires: job_traceparent
+-- requires: job_concurrency_key
 -- requires: job_dependency
 -- requires: edge_outcome
 -- requires: unknown_dependency
@@ -68,7 +69,7 @@ BEGIN
       FROM (SELECT e.ord - 1 AS pos, e.spec, t.max_payload_bytes AS limit_bytes,
                    CASE
                        WHEN jsonb_typeof(e.spec) <> 'object' THEN 'not_object'
-                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure}'::text[] <> '{}' THEN 'extra_keys'
+                       WHEN e.spec - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure,concurrency_key}'::text[] <> '{}' THEN 'extra_keys'
                        WHEN jsonb_typeof(e.spec -> 'kind') IS DISTINCT FROM 'string' THEN 'kind_type'
                        -- A declared kind passed define_type's name check: the pattern only
                        -- needs testing on names that are not declared.
@@ -78,6 +79,8 @@ BEGIN
                        WHEN e.spec ->> 'idempotency_key' = '' OR octet_length(e.spec ->> 'idempotency_key') > 1000 THEN 'idempotency_key_length'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'ordering_key'), 'null') NOT IN ('string', 'null') THEN 'ordering_key_type'
                        WHEN e.spec ->> 'ordering_key' = '' OR octet_length(e.spec ->> 'ordering_key') > 1000 THEN 'ordering_key_length'
+                       WHEN coalesce(jsonb_typeof(e.spec -> 'concurrency_key'), 'null') NOT IN ('string', 'null')
+                         OR length(e.spec ->> 'concurrency_key') NOT BETWEEN 1 AND 200 THEN 'concurrency_key_value'
                        WHEN coalesce(jsonb_typeof(e.spec -> 'run_after'), 'null') NOT IN ('string', 'null') THEN 'run_after_type'
                        -- infinity would never come due; -infinity is merely in the past (now(), below).
                        -- The bound keeps run_after readable by every client: Python's datetime
@@ -199,9 +202,9 @@ BEGIN
         ELSIF bad.problem = 'extra_keys' THEN
             RAISE EXCEPTION '%: unknown key(s) in job spec: %', at_,
                 (SELECT string_agg(k, ', ' ORDER BY k) FROM jsonb_object_keys(bad.spec
-                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure}'::text[]) AS k)
+                    - '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure,concurrency_key}'::text[]) AS k)
                 USING ERRCODE = '22023',
-                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce, traceparent, depends_on, on_dependency_failure.';
+                      HINT = 'Allowed keys: kind, payload, idempotency_key, run_after, ordering_key, notify, priority, unique_while, unique_for, debounce, traceparent, depends_on, on_dependency_failure, concurrency_key.';
         ELSIF bad.problem = 'kind_type' THEN
             RAISE EXCEPTION '%: kind must be a string', at_
                 USING ERRCODE = '22023', HINT = 'Declare kinds with jobs.define_type and pass the name.';
@@ -218,6 +221,10 @@ BEGIN
         ELSIF bad.problem = 'idempotency_key_length' THEN
             RAISE EXCEPTION '%: idempotency_key must be 1 to 1000 bytes long, got %', at_, octet_length(bad.spec ->> 'idempotency_key')
                 USING ERRCODE = '22023', HINT = 'Pass null for no key; hash long keys, e.g. md5(...).';
+        ELSIF bad.problem = 'concurrency_key_value' THEN
+            RAISE EXCEPTION '%: concurrency_key must be a string of 1 to 200 characters or null, got %', at_, bad.spec -> 'concurrency_key'
+                USING ERRCODE = '22023',
+                      HINT = 'E.g. "tenant:42": the key the kind''s max_running_per_key counts running jobs by, and claim_next takes turns between.';
         ELSIF bad.problem = 'ordering_key_type' THEN
             RAISE EXCEPTION '%: ordering_key must be a string or null', at_
                 USING ERRCODE = '22023', HINT = 'Use the entity id, e.g. "account:7".';
@@ -353,15 +360,18 @@ BEGIN
                     WHEN jsonb_typeof(e.spec -> 'unique_for') = 'string'
                     THEN enum_range(NULL::jobs.status) END AS unique_states,
                now() + (e.spec ->> 'unique_for')::interval AS unique_until,
-               e.spec ->> 'traceparent' AS traceparent
+               e.spec ->> 'traceparent' AS traceparent,
+               e.spec ->> 'concurrency_key' AS concurrency_key
           FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
           JOIN jobs.job_type AS t ON t.kind = e.spec ->> 'kind'
     ), keyless AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
-                                   due_at, idempotency_key, ordering_key, parent_id, priority, traceparent)
+                                   due_at, idempotency_key, ordering_key, parent_id, priority, traceparent,
+                                   concurrency_key)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority, s.traceparent
+               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority, s.traceparent,
+               s.concurrency_key
           FROM src AS s
          WHERE s.idempotency_key IS NULL
          ORDER BY s.ord
@@ -369,11 +379,11 @@ BEGIN
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
                                    due_at, idempotency_key, ordering_key, parent_id, priority, key_owner,
-                                   unique_states, unique_until, traceparent)
+                                   unique_states, unique_until, traceparent, concurrency_key)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
                s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_,
-               s.unique_states, s.unique_until, s.traceparent
+               s.unique_states, s.unique_until, s.traceparent, s.concurrency_key
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord

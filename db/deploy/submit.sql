@@ -18,7 +18,8 @@ CREATE FUNCTION jobs.submit(
     debounce        text DEFAULT NULL,
     traceparent     text DEFAULT NULL,
     depends_on      bigint[] DEFAULT NULL,
-    on_dependency_failure text DEFAULT NULL)
+    on_dependency_failure text DEFAULT NULL,
+    concurrency_key text DEFAULT NULL)
 RETURNS jobs.job
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -45,12 +46,13 @@ BEGIN
                    'priority', submit.priority, 'unique_while', to_jsonb(submit.unique_while),
                    'unique_for', submit.unique_for::text, 'debounce', submit.debounce,
                    'traceparent', submit.traceparent, 'depends_on', to_jsonb(submit.depends_on),
-                   'on_dependency_failure', submit.on_dependency_failure)),
+                   'on_dependency_failure', submit.on_dependency_failure,
+                   'concurrency_key', submit.concurrency_key)),
                NULL, true) AS r;
     RETURN submitted;
 END $$;
-COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text) IS
-    'Create a queued job (new -> queued), under the producer''s W3C traceparent when given. A repeated idempotency_key returns the job holding the key (unique_while: the states in which it holds it, including queued; unique_for: for how long; NULL: always), changed by debounce (payload, run_after or payload_and_run_after) while it is queued. depends_on: ids of jobs that must be done first; on_dependency_failure: fail (default), run or wait, what a failed one does to this job. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit. priority: 0 (first) to 9, NULL for the kind''s.';
-REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text) TO jobs_producer, jobs_admin;
+COMMENT ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text, text) IS
+    'Create a queued job (new -> queued), under the producer''s W3C traceparent when given. A repeated idempotency_key returns the job holding the key (unique_while: the states in which it holds it, including queued; unique_for: for how long; NULL: always), changed by debounce (payload, run_after or payload_and_run_after) while it is queued. depends_on: ids of jobs that must be done first; on_dependency_failure: fail (default), run or wait, what a failed one does to this job. concurrency_key: the key the kind''s max_running_per_key counts by, and claim_next takes turns between. With notify, pg_notify(''jobs_submitted'', {id, queue, run_after}) is delivered on commit. priority: 0 (first) to 9, NULL for the kind''s.';
+REVOKE ALL ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text, text) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -1,6 +1,6 @@
 -- Revert jobfence:submit from pg: back to the body released in v0.1.0
 BEGIN;
-DROP FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text);
+DROP FUNCTION jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text, text);
 CREATE FUNCTION jobs.submit(
     kind            text,
     payload         jsonb DEFAULT '{}',

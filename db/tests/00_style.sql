@@ -7,10 +7,10 @@ SELECT plan(89);
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
 INSERT INTO expected_fn VALUES
-    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)', 'jobs.job_type',
-     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period,on_dead}', true),
-    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text,bigint[],text)', 'jobs.job',
-     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure}', true),
+    ('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text,integer)', 'jobs.job_type',
+     '{kind,queue,lease_timeout,timeout,max_retries,backoff_base,backoff_max,max_payload_bytes,slo_latency,slo_target,slo_success,max_backlog,run_time_budget,max_failure_rate,priority,max_running,rate_limit,rate_period,on_dead,max_running_per_key}', true),
+    ('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text,bigint[],text,text)', 'jobs.job',
+     '{kind,payload,idempotency_key,run_after,ordering_key,notify,priority,unique_while,unique_for,debounce,traceparent,depends_on,on_dependency_failure,concurrency_key}', true),
     ('jobs.dependencies(bigint)', 'TABLE(depends_on bigint, kind text, status jobs.status, on_failure text, released_at timestamp with time zone)', '{job_id,depends_on,kind,status,on_failure,released_at}', true),
     ('jobs.dependents(bigint)', 'TABLE(job_id bigint, kind text, status jobs.status, on_failure text, released_at timestamp with time zone)', '{job_id,job_id,kind,status,on_failure,released_at}', true),
     ('jobs.unknown_dependency(jsonb)', NULL, NULL, false),
@@ -214,8 +214,8 @@ SELECT set_eq($$ SELECT signature FROM jobs_fn $$, $$ SELECT signature FROM expe
               'style: schema jobs holds exactly the contract functions and the documented internal helpers');
 
 -- each public signature exists (has_function with argument types).
-SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period, on_dead) exists');
-SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text','bigint[]','text'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text) exists');
+SELECT has_function('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text','integer'], 'style: jobs.define_type(kind, queue, lease_timeout, timeout, max_retries, backoff_base, backoff_max, max_payload_bytes, slo_latency, slo_target, slo_success, max_backlog, run_time_budget, max_failure_rate, priority, max_running, rate_limit, rate_period, on_dead, max_running_per_key) exists');
+SELECT has_function('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text','bigint[]','text','text'], 'style: jobs.submit(text, jsonb, text, timestamptz, text, boolean, integer, jobs.status[], interval, text, text, bigint[], text, text) exists');
 SELECT has_function('jobs', 'submit_many', ARRAY['jsonb'], 'style: jobs.submit_many(jsonb) exists');
 SELECT has_function('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'style: jobs.fan_out(jsonb, jsonb) exists');
 SELECT has_function('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'style: jobs.mark_enqueue_failed(bigint[]) exists');
@@ -253,8 +253,8 @@ SELECT has_function('jobs', 'events', ARRAY['bigint'], 'style: jobs.events(bigin
 SELECT has_function('jobs', 'children', ARRAY['bigint'], 'style: jobs.children(bigint) exists');
 
 -- return types as in docs/design.md §4.
-SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
-SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text','bigint[]','text'], 'jobs.job', 'style: submit returns jobs.job');
+SELECT function_returns('jobs', 'define_type', ARRAY['text','text','interval','interval','integer','interval','interval','integer','interval','numeric','numeric','bigint','interval','numeric','integer','integer','integer','interval','text','integer'], 'jobs.job_type', 'style: define_type returns jobs.job_type');
+SELECT function_returns('jobs', 'submit', ARRAY['text','jsonb','text','timestamp with time zone','text','boolean','integer','jobs.status[]','interval','text','text','bigint[]','text','text'], 'jobs.job', 'style: submit returns jobs.job');
 SELECT function_returns('jobs', 'submit_many', ARRAY['jsonb'], 'setof jobs.job', 'style: submit_many returns SETOF jobs.job');
 SELECT function_returns('jobs', 'fan_out', ARRAY['jsonb','jsonb'], 'jobs.job', 'style: fan_out returns jobs.job (the coordinator)');
 SELECT function_returns('jobs', 'mark_enqueue_failed', ARRAY['bigint[]'], 'integer', 'style: mark_enqueue_failed returns integer');
@@ -283,10 +283,10 @@ SELECT is_empty($$ SELECT e.signature, p.proargnames
                 'style: every public function has the contract''s parameter names in order');
 
 -- defaults the contract names (omitted arguments).
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text,bigint[],text)')),
-          12::smallint, 'style: submit has defaults for everything but kind');
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text)')),
-          18::smallint, 'style: define_type has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.submit(text,jsonb,text,timestamp with time zone,text,boolean,integer,jobs.status[],interval,text,text,bigint[],text,text)')),
+          13::smallint, 'style: submit has defaults for everything but kind');
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.define_type(text,text,interval,interval,integer,interval,interval,integer,interval,numeric,numeric,bigint,interval,numeric,integer,integer,integer,interval,text,integer)')),
+          19::smallint, 'style: define_type has defaults for everything but kind');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.claim_next(text,text[],integer)')),
           2::smallint, 'style: claim_next defaults queues and max_jobs');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = to_regprocedure('jobs.stale_queued(text,interval,integer)')),
@@ -363,7 +363,7 @@ SELECT col_type_is('jobs', 'job', 'run_after', 'timestamp with time zone', 'styl
 SELECT columns_are('jobs', 'job_type',
     ARRAY['kind', 'queue', 'lease_timeout', 'timeout', 'max_retries', 'backoff_base', 'backoff_max', 'max_payload_bytes',
           'slo_latency', 'slo_target', 'slo_success', 'max_backlog', 'run_time_budget', 'max_failure_rate',
-          'priority', 'max_running', 'rate_limit', 'rate_period', 'on_dead', 'created_at', 'updated_at'],
+          'priority', 'max_running', 'rate_limit', 'rate_period', 'on_dead', 'max_running_per_key', 'created_at', 'updated_at'],
     'style: jobs.job_type has the definition columns (plus created_at/updated_at)');
 
 -- the roles.

@@ -140,7 +140,7 @@ class AsyncClient:
                      conn: psycopg.AsyncConnection | None = None, **scope) -> int:
         """``conn``: on the caller's connection, inside its transaction, pushed by the relay
         once it commits (``Client.submit``). ``scope``: unique_while, unique_for, debounce,
-        depends_on, on_dependency_failure."""
+        depends_on, on_dependency_failure, concurrency_key."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,
                   "ordering_key": ordering_key, "notify": conn is not None, "priority": priority,

@@ -119,7 +119,8 @@ class App:
              max_failure_rate: float | None = None,
              priority: int | None = None, max_running: int | None = None,
              rate_limit: int | None = None, rate_period: float | timedelta | None = None,
-             on_dead: str | None = None, transactional: bool = False,
+             on_dead: str | None = None, max_running_per_key: int | None = None,
+             transactional: bool = False,
              executor: str | None = None) -> Callable[[Handler], Handler]:
         """Declare a kind and register its handler ``handler(job_id, payload, ctx)``.
 
@@ -130,8 +131,9 @@ class App:
 
         ``priority`` (0, the default, runs first; up to 9) is the kind's default, which a
         submit may override. ``max_running`` bounds the kind's running jobs across every
-        worker, and ``rate_limit`` per ``rate_period`` (seconds) its claims; left out, the
-        kind is unlimited.
+        worker, and ``rate_limit`` per ``rate_period`` (seconds) its claims;
+        ``max_running_per_key`` bounds its running jobs of each ``concurrency_key`` (a
+        tenant, a customer) given at submit. Left out, the kind is unlimited.
 
         ``on_dead`` names a compensating kind: when a job of this kind dead-letters, a job of
         that kind is submitted in the same transaction, its payload ``{"dead_job": {"id",
@@ -153,7 +155,8 @@ class App:
             slo_target=slo_target, slo_success=slo_success, max_backlog=max_backlog,
             run_time_budget=run_time_budget,
             max_failure_rate=max_failure_rate, priority=priority, max_running=max_running,
-            rate_limit=rate_limit, rate_period=rate_period, on_dead=on_dead).items()
+            rate_limit=rate_limit, rate_period=rate_period, on_dead=on_dead,
+            max_running_per_key=max_running_per_key).items()
             if v is not None}
         options["queue"] = queue or self.default_queue
 

@@ -55,8 +55,13 @@ class Client:
                unique_while: Sequence[str] | None = None,
                unique_for: float | timedelta | str | None = None,
                debounce: str | None = None, depends_on: Sequence[int] | None = None,
-               on_dependency_failure: str | None = None) -> int:
+               on_dependency_failure: str | None = None,
+               concurrency_key: str | None = None) -> int:
         """``priority``: 0 (runs first) to 9; None takes the kind's (docs/python.md).
+
+        ``concurrency_key`` (a tenant, a customer): the key the kind's ``max_running_per_key``
+        counts running jobs by, and the key ``jobs.claim_next`` takes turns between
+        (docs/python.md, "Per-key concurrency").
 
         ``depends_on``: ids of jobs this one waits for; ``on_dependency_failure`` ("fail",
         the default, "run" or "wait") says what a failed one does to it (docs/python.md,
@@ -78,12 +83,14 @@ class Client:
                                   run_after=run_after, ordering_key=ordering_key, notify=True,
                                   priority=priority, conn=conn, unique_while=unique_while,
                                   unique_for=unique_for, debounce=debounce, depends_on=depends_on,
-                                  on_dependency_failure=on_dependency_failure).id
+                                  on_dependency_failure=on_dependency_failure,
+                                  concurrency_key=concurrency_key).id
         job = self.db.submit(kind, payload, idempotency_key=idempotency_key,
                              run_after=run_after, ordering_key=ordering_key, notify=False,
                              priority=priority, unique_while=unique_while,
                              unique_for=unique_for, debounce=debounce, depends_on=depends_on,
-                             on_dependency_failure=on_dependency_failure)
+                             on_dependency_failure=on_dependency_failure,
+                             concurrency_key=concurrency_key)
         self._signal([job])
         return job.id
 

@@ -50,17 +50,20 @@ def spec_options(unique_while: Sequence[str] | None = None,
                  unique_for: float | timedelta | str | None = None,
                  debounce: str | None = None, traceparent: str | None = None,
                  depends_on: Sequence[int | dict] | None = None,
-                 on_dependency_failure: str | None = None, *,
+                 on_dependency_failure: str | None = None,
+                 concurrency_key: str | None = None, *,
                  current: bool = True) -> dict:
     """The newer arguments of ``jobs.submit`` as the statements of ``jobfence.sql`` take
     them: the scoped key (docs/sql-api.md, "Scoped keys and debounce") and the producer's
     trace context, the caller's current span unless given (docs/observability.md,
-    "Tracing"), and the jobs it waits for (docs/sql-api.md, "Dependencies")."""
+    "Tracing"), the jobs it waits for (docs/sql-api.md, "Dependencies") and the key its
+    kind's max_running_per_key counts it by (docs/sql-api.md, "Per-key concurrency and fair
+    claiming")."""
     return {"unique_while": None if unique_while is None else list(unique_while),
             "unique_for": interval_text(unique_for), "debounce": debounce,
             "traceparent": traceparent or (current_traceparent() if current else None),
             "depends_on": None if depends_on is None else list(depends_on),
-            "on_dependency_failure": on_dependency_failure}
+            "on_dependency_failure": on_dependency_failure, "concurrency_key": concurrency_key}
 
 
 def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
@@ -70,13 +73,13 @@ def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = No
           unique_for: float | timedelta | str | None = None,
           debounce: str | None = None, traceparent: str | None = None,
           depends_on: Sequence[int | dict] | None = None,
-          on_dependency_failure: str | None = None) -> dict:
+          on_dependency_failure: str | None = None, concurrency_key: str | None = None) -> dict:
     spec: dict[str, Any] = {"kind": kind, "payload": {} if payload is None else payload,
                             "notify": notify}
     # The batch's callers look the current trace context up once (Client._normalised), not
     # once per spec.
     spec.update((k, v) for k, v in spec_options(unique_while, unique_for, debounce, traceparent,
-                                                depends_on, on_dependency_failure,
+                                                depends_on, on_dependency_failure, concurrency_key,
                                                 current=False).items()
                 if v is not None)
     if idempotency_key is not None:
@@ -337,7 +340,7 @@ class Database:
                notify: bool = False, priority: int | None = None,
                conn: psycopg.Connection | None = None, **scope) -> rows.Job:
         """With ``conn``, on the caller's connection, inside its transaction. ``scope``:
-        unique_while, unique_for, debounce, depends_on, on_dependency_failure
+        unique_while, unique_for, debounce, depends_on, on_dependency_failure, concurrency_key
         (``spec_options``)."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": run_after,

@@ -113,6 +113,8 @@ class Job:
     unique_until: datetime | None = None
     # Whether other jobs depend on this one (jobs.dependents lists them).
     has_dependents: bool = False
+    # The key the kind's max_running_per_key counts it by (None: none).
+    concurrency_key: str | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

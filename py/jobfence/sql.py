@@ -21,7 +21,8 @@ SELECT * FROM jobs.submit(kind => %(kind)s, payload => %(payload)s,
                           priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
                           unique_for => %(unique_for)s::interval, debounce => %(debounce)s,
                           traceparent => %(traceparent)s, depends_on => %(depends_on)s::bigint[],
-                          on_dependency_failure => %(on_dependency_failure)s)
+                          on_dependency_failure => %(on_dependency_failure)s,
+                          concurrency_key => %(concurrency_key)s)
 """
 SUBMIT_MANY = "SELECT * FROM jobs.submit_many(specs => %(specs)s)"
 # The producer's hot path needs only where to push each job: five columns, not the whole row.
@@ -40,7 +41,8 @@ SELECT *, created_at = now() AS created
                    priority => %(priority)s, unique_while => %(unique_while)s::jobs.status[],
                    unique_for => %(unique_for)s::interval, debounce => %(debounce)s,
                           traceparent => %(traceparent)s, depends_on => %(depends_on)s::bigint[],
-                          on_dependency_failure => %(on_dependency_failure)s)
+                          on_dependency_failure => %(on_dependency_failure)s,
+                          concurrency_key => %(concurrency_key)s)
 """
 # A batch's answer needs where to push each job and what to report, not the whole row: decoding
 # every column (payload, a dozen timestamps) of 1,000 rows was most of the API's time per batch.
@@ -225,7 +227,7 @@ DEFINE_TYPE_OPTIONS = (
     "queue", "lease_timeout", "timeout", "max_retries", "backoff_base", "backoff_max",
     "max_payload_bytes", "slo_latency", "slo_target", "slo_success", "max_backlog",
     "run_time_budget", "max_failure_rate", "priority", "max_running", "rate_limit", "rate_period",
-    "on_dead",
+    "on_dead", "max_running_per_key",
 )
 
 

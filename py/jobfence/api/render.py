@@ -15,7 +15,7 @@ from ..rows import Event, Job
 JOB_FIELDS = ("id", "kind", "queue", "status", "payload", "result", "error", "retry_count",
               "max_retries", "lease_version", "owned_by", "created_at", "updated_at",
               "claimed_at", "finished_at", "run_after", "lease_expires_at", "idempotency_key",
-              "ordering_key", "parent_id", "pending_children", "has_dependents",
+              "ordering_key", "parent_id", "pending_children", "has_dependents", "concurrency_key",
               "cancel_requested_at", "progress", "progress_at", "snoozes", "priority")
 EVENT_FIELDS = ("id", "job_id", "at", "from_status", "to_status", "lease_version", "worker",
                 "reason", "error")

@@ -122,7 +122,8 @@ async def submit_job(request: Request, spec: s.JobSpec,
         run_after=spec.run_after, ordering_key=spec.ordering_key, priority=spec.priority,
         compare=spec.compared(key), unique_while=spec.unique_while, unique_for=spec.unique_for,
         debounce=spec.debounce, traceparent=_traceparent(request),
-        depends_on=spec.dependencies(), on_dependency_failure=spec.on_dependency_failure)
+        depends_on=spec.dependencies(), on_dependency_failure=spec.on_dependency_failure,
+        concurrency_key=spec.concurrency_key)
     job = submitted.job
     _noted(request, [job] if submitted.created else [])
     return Json(_accepted(job, submitted.created),

@@ -92,6 +92,9 @@ class JobSpec(BaseModel):
     on_dependency_failure: Optional[OnDependencyFailure] = Field(
         None, description="What a dependency that fails does to this job: fail it (the "
         "default), run it anyway, or wait for a replay. Only with depends_on.")
+    concurrency_key: Optional[Annotated[StrictStr, Field(min_length=1, max_length=200)]] = Field(
+        None, description="A tenant, a customer: the key the kind's max_running_per_key "
+        "counts running jobs by, and the keys of a queue take turns at claim; absent: none.")
 
     def dependencies(self) -> list | None:
         """depends_on as jobs.insert_jobs takes it."""
@@ -102,7 +105,8 @@ class JobSpec(BaseModel):
         out: dict[str, Any] = {"kind": self.kind, "payload": self.payload}
         out.update(spec_options(self.unique_while, self.unique_for, self.debounce,
                                 depends_on=self.dependencies(),
-                                on_dependency_failure=self.on_dependency_failure, current=False))
+                                on_dependency_failure=self.on_dependency_failure,
+                                concurrency_key=self.concurrency_key, current=False))
         out = {k: v for k, v in out.items() if v is not None}
         if self.priority is not None:
             out["priority"] = self.priority
@@ -221,6 +225,8 @@ class JobView(Answer):
     pending_children: Optional[int] = Field(None, description="Children of a fan-out and "
                                             "dependencies it still waits for.")
     has_dependents: bool = Field(False, description="Whether other jobs depend on this one.")
+    concurrency_key: Optional[str] = Field(None, description="The key the kind's "
+                                           "max_running_per_key counts the job by.")
     cancel_requested_at: Optional[datetime] = None
     priority: int = Field(0, description="0 (runs first) to 9.")
     progress: Any = Field(None, description="What the handler last reported with "

@@ -1,0 +1,4 @@
+-- Revert jobfence:claimable from pg
+BEGIN;
+DROP VIEW jobs.claimable;
+COMMIT;
