@@ -142,8 +142,12 @@ BEGIN
                         AND (coalesce(jsonb_typeof(e.spec -> 'depends_on'), 'null') = 'null'
                              OR jsonb_typeof(e.spec -> 'on_dependency_failure') <> 'string'
                              OR (e.spec ->> 'on_dependency_failure') NOT IN ('fail', 'run', 'wait')) THEN 'on_dependency_failure_value'
-                       WHEN jsonb_typeof(e.spec -> 'depends_on') = 'array'
-                        AND jobs.unknown_dependency(e.spec -> 'depends_on') IS NOT NULL THEN 'depends_on_unknown'
+                       -- A CASE, not AND: the planner may evaluate the operands of an AND in
+                       -- any order, and the lookup (a function call and its own query) would
+                       -- then run for every spec, with dependencies or not.
+                       WHEN CASE WHEN jsonb_typeof(e.spec -> 'depends_on') = 'array'
+                                 THEN jobs.unknown_dependency(e.spec -> 'depends_on') IS NOT NULL
+                                 ELSE false END THEN 'depends_on_unknown'
                        WHEN t.kind IS NULL THEN 'unknown_kind'
                        WHEN octet_length(p.payload_text) > t.max_payload_bytes THEN 'payload_size'
                        -- Clients parse payloads recursively (Python's json stops near 1000 levels).
