@@ -1,10 +1,16 @@
 -- Deploy jobfence:unclaimed to pg
 -- requires: job
+-- requires: claimable
 BEGIN;
 -- Why popped ids were not granted, for a worker to count and to warn about what is not the
 -- everyday case. Most misses are a duplicate signal or a job already done (not_claimable);
 -- 'unknown' ids (no such job in this database) mostly mean another deployment shares the
 -- Redis database, 'other_queue' an id pushed into the wrong queue's list: the worker says so.
+-- 'passed_over' ids are claimable now (jobs.claimable): a limit held them back, another claim
+-- had them locked, or a fair claim (jobs.claim_next) chose other jobs for the signals; a
+-- worker gives such an id its signal back instead of leaving it to the reaper's sweep. A job
+-- queued behind its ordering key or its dependencies is not_claimable: what unblocks it
+-- signals it again, so giving its signal back would only spin.
 CREATE OR REPLACE FUNCTION jobs.unclaimed(job_ids bigint[], queues text[] DEFAULT NULL)
 RETURNS TABLE (job_id bigint, cause text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -23,13 +29,15 @@ BEGIN
     SELECT i.id,
            CASE WHEN j.id IS NULL THEN 'unknown'
                 WHEN unclaimed.queues IS NOT NULL AND j.queue <> ALL (unclaimed.queues) THEN 'other_queue'
+                WHEN c.id IS NOT NULL THEN 'passed_over'
                 ELSE 'not_claimable' END
       FROM (SELECT DISTINCT u.id FROM unnest(unclaimed.job_ids) AS u(id) WHERE u.id IS NOT NULL) AS i
       LEFT JOIN jobs.job AS j ON j.id = i.id
+      LEFT JOIN jobs.claimable AS c ON c.id = i.id
      ORDER BY i.id;
 END $$;
 COMMENT ON FUNCTION jobs.unclaimed(bigint[], text[]) IS
-    'Why the given ids (ones a claim did not grant) were not claimed: unknown (no such job), other_queue (not in queues), not_claimable (anything else: done, running, not due, a duplicate signal). One row per distinct id, by id; at most 10000 ids (more: 22023).';
+    'Why the given ids (ones a claim did not grant) were not claimed: unknown (no such job), other_queue (not in queues), passed_over (claimable now: held back by a limit, locked by another claim, or not chosen by a fair claim), not_claimable (anything else: done, running, not due, blocked by its ordering key or dependencies, a duplicate signal). One row per distinct id, by id; at most 10000 ids (more: 22023).';
 REVOKE ALL ON FUNCTION jobs.unclaimed(bigint[], text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.unclaimed(bigint[], text[]) TO jobs_worker, jobs_admin;
 COMMIT;

@@ -21,6 +21,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.paused_queues()', 'TABLE(queue text, paused_at timestamp with time zone, paused_by text)', '{queue,paused_at,paused_by}', true),
     ('jobs.held_back(bigint[])', 'setof jobs.signal', '{job_ids}', true),
     ('jobs.unclaimed(bigint[],text[])', 'TABLE(job_id bigint, cause text)', '{job_ids,queues,job_id,cause}', true),
+    ('jobs.keyed_queues(text[])', 'TABLE(queue text)', '{queues,queue}', true),
     ('jobs.admit_limited(bigint[],text[],text[],boolean)', NULL, NULL, false),
     ('jobs.submit_many(jsonb)', 'setof jobs.job', '{specs}', true),
     ('jobs.fan_out(jsonb,jsonb)', 'jobs.job', '{children,then_spec}', true),

@@ -2,7 +2,7 @@
 -- (and in one of the worker's queues), skips the rest.
 -- Contract: docs/design.md §2 (queued -> processing), §4 (claimable; SETOF jobs.lease), §5.
 BEGIN;
-SELECT plan(34);
+SELECT plan(37);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -131,6 +131,18 @@ SELECT set_eq(format($$ SELECT job_id, cause FROM jobs.unclaimed(ARRAY[%s, -7, %
            pg_temp.id('later'), pg_temp.id('mine'), pg_temp.id('bill')),
     'unclaimed: unknown ids, another queue''s jobs and the rest, one row per distinct id');
 SELECT is((SELECT cause FROM jobs.unclaimed(ARRAY[pg_temp.id('bill')])), 'not_claimable', 'unclaimed: no queues -> no other_queue');
+DO $$ BEGIN
+    PERFORM pg_temp.job('due', 'tc.cm');
+    PERFORM pg_temp.job('k1', 'tc.cm', '{}', NULL, 'tc.cm:2');
+    PERFORM pg_temp.job('k2', 'tc.cm', '{}', NULL, 'tc.cm:2');
+END $$;
+SELECT is((SELECT cause FROM jobs.unclaimed(ARRAY[pg_temp.id('due')], ARRAY['tc.cm.q'])), 'passed_over',
+    'unclaimed: a job claimable now -> passed_over (its signal is worth giving back)');
+SELECT set_eq(format($$ SELECT job_id, cause FROM jobs.unclaimed(ARRAY[%s, %s]) $$, pg_temp.id('k1'), pg_temp.id('k2')),
+    format($$ VALUES (%s::bigint, 'passed_over'), (%s, 'not_claimable') $$, pg_temp.id('k1'), pg_temp.id('k2')),
+    'unclaimed: a queued job behind its ordering key is not_claimable (what unblocks it signals it)');
+SELECT is((SELECT cause FROM jobs.unclaimed(ARRAY[pg_temp.id('m3')], ARRAY['tc.cm.q'])), 'other_queue',
+    'unclaimed: another queue''s queued job is other_queue, not passed_over');
 SELECT throws_ok($$ SELECT * FROM jobs.unclaimed(ARRAY(SELECT generate_series(1, 10001)::bigint)) $$, '22023', NULL,
     'unclaimed: more than 10000 ids -> 22023');
 

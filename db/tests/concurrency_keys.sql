@@ -4,7 +4,7 @@
 -- the jobs a key's bound held back, and claim_next's turns between the keys of a queue. The
 -- concurrent case (several sessions racing for one key) is py/tests/test_concurrency_keys.py.
 BEGIN;
-SELECT plan(26);
+SELECT plan(31);
 
 -- validation
 SELECT throws_ok($$ SELECT jobs.define_type('ck.bad', max_running_per_key => 0) $$, '22023',
@@ -94,6 +94,18 @@ SELECT jobs.define_type('ck.plain', queue => 'ck.plain') IS NOT NULL AS defined;
 SELECT count(*) FROM jobs.submit_many('[{"kind": "ck.plain", "priority": 5}, {"kind": "ck.plain", "priority": 1}, {"kind": "ck.plain", "priority": 5}]');
 SELECT is((SELECT array_agg(j.priority ORDER BY l.job_id) FROM jobs.claim_next('w', ARRAY['ck.plain'], 2) AS l JOIN jobs.job AS j ON j.id = l.job_id),
           ARRAY[5, 1]::smallint[], 'a queue without keyed jobs keeps the priority order (the urgent one and the oldest other)');
+
+-- keyed_queues: where a worker fed ids by Redis claims fairly (jobs.claim_next) instead of by id.
+SELECT is((SELECT array_agg(k.queue) FROM jobs.keyed_queues(ARRAY['ck.plain', 'ck.fair', NULL, 'ck.q', 'ck.fair']) AS k),
+          ARRAY['ck.fair', 'ck.q'], 'keyed_queues: the queues holding queued keyed jobs, once each, by name; a NULL element is ignored');
+SELECT is_empty($$ SELECT * FROM jobs.keyed_queues(ARRAY['ck.plain', 'no.such.queue']) $$,
+                'keyed_queues: a queue of unkeyed jobs only, or an unknown one, is not listed');
+SELECT is_empty($$ SELECT * FROM jobs.keyed_queues('{}') $$, 'keyed_queues: no queues -> no rows');
+SELECT is((SELECT array_agg(k.queue) FROM jobs.keyed_queues() AS k WHERE k.queue LIKE 'ck.%'),
+          ARRAY['ck.fair', 'ck.q'], 'keyed_queues: NULL means every queue');
+SET LOCAL ROLE jobs_worker;
+SELECT is((SELECT count(*) FROM jobs.keyed_queues(ARRAY['ck.q'])), 1::bigint, 'keyed_queues: granted to jobs_worker');
+RESET ROLE;
 
 SELECT is((SELECT count(*) FROM jobs.audit() WHERE violations > 0), 0::bigint, 'every history passes jobs.audit');
 SELECT * FROM finish();

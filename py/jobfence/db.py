@@ -475,7 +475,7 @@ class Database:
                ) -> tuple[list[rows.Signal], dict[str, list[int]]]:
         """For ids a claim did not grant: the ones a kind's limit held back, to push again
         (``jobs.held_back``), and every id by why it was not granted (``jobs.unclaimed``:
-        unknown, other_queue, not_claimable). One round trip."""
+        unknown, other_queue, passed_over, not_claimable). One round trip."""
         if not job_ids:
             return [], {}
         held: list[rows.Signal] = []
@@ -500,6 +500,12 @@ class Database:
 
     def paused_queues(self) -> list[dict]:
         return self._all(sql.PAUSED_QUEUES)
+
+    def keyed_queues(self, queues: Sequence[str] | None = None) -> list[str]:
+        """Of ``queues`` (all when None), those holding queued jobs with a concurrency key
+        (``jobs.keyed_queues``): where a worker claims fairly instead of by id."""
+        return [r["queue"] for r in self._all(
+            sql.KEYED_QUEUES, {"queues": None if queues is None else list(queues)})]
 
     def types(self) -> dict[str, dict]:
         return {r["kind"]: r for r in self._all(sql.TYPES)}

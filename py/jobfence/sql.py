@@ -98,6 +98,12 @@ CLAIM_MANY_WITH_TOKEN = """
 SELECT * FROM jobs.claim_many_with_token(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
                                          queues => %(queues)s::text[])
 """
+# A fair claim for a worker fed by Redis: the popped ids of a queue holding keyed jobs are
+# claim tokens, as many jobs granted as ids popped, the keys taking turns (claim_next).
+CLAIM_NEXT_WITH_TOKEN = """
+SELECT * FROM jobs.claim_next_with_token(worker => %(worker)s, queues => %(queues)s::text[],
+                                         max_jobs => %(max_jobs)s)
+"""
 HEARTBEAT_WITH_TOKEN = """
 SELECT * FROM jobs.heartbeat(job_id => %(job_id)s, worker => %(worker)s,
                              lease_version => %(lease_version)s, token => %(token)s::uuid)
@@ -285,6 +291,7 @@ SELECT * FROM jobs.skip_ticks(name => %(name)s, through => %(through)s, next_tic
 PAUSE = "SELECT jobs.pause(queue => %(queue)s) AS changed"
 RESUME = "SELECT jobs.resume(queue => %(queue)s) AS changed"
 PAUSED_QUEUES = "SELECT * FROM jobs.paused_queues()"
+KEYED_QUEUES = "SELECT queue FROM jobs.keyed_queues(queues => %(queues)s::text[])"
 # After a claim that granted fewer ids than were popped: which of the others a kind's limit
 # held back, and when to push them again.
 HELD_BACK = "SELECT * FROM jobs.held_back(job_ids => %(job_ids)b::bigint[])"

@@ -256,6 +256,7 @@ class Transport:
         self.warnings = KeyWarnings(logger)
         self._junk = jlog.Tally(WARN_EVERY)
         self.last_popped: bytes | None = None  # the ready key the last pop took ids from
+        self.last_queue: str | None = None  # ... and the queue it belongs to
         # job id -> the band it was popped from, for the signals this process pushes back
         # without a priority (a worker's retries and snoozes: their outcome names no priority).
         self._popped_bands: dict[int, int] = {}
@@ -405,7 +406,8 @@ class Transport:
         ready list, the most urgent band of every queue first (then the queues in the order
         given). The short timeout keeps shutdown prompt. A ready key of the wrong type is
         left out (and warned about) instead of failing the pop of every queue."""
-        keys = self._usable([ready_key(q, b, self.namespace) for b in range(BANDS) for q in queues])
+        queue_of = {ready_key(q, b, self.namespace): q for b in range(BANDS) for q in queues}
+        keys = self._usable(list(queue_of))
         for _ in range(2):
             if not keys:
                 # Every queue is unusable: wait as a pop would, not in a hot loop.
@@ -424,6 +426,7 @@ class Transport:
             return []
         key, ids = found
         self.last_popped = key
+        self.last_queue = queue_of.get(key_text(key))
         band = band_of_key(key)
         bands = self._popped_bands
         out, junk = [], []

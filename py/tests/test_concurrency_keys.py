@@ -119,3 +119,26 @@ def test_http_api_takes_a_concurrency_key(procs, declared):
     for bad in ("", "k" * 201, 7):
         refused = api.post("/jobs", {"kind": "noop", "concurrency_key": bad})
         assert refused.status == 400, (bad, refused.raw)
+
+
+def test_a_worker_fed_by_redis_claims_the_keys_in_turn(procs, declared, client):
+    """2,000 jobs of a noisy key are signalled before 10 of a quiet one: popped in that order,
+    a claim by id would reach the quiet key's jobs after the 2,000th. The worker claims with
+    the popped ids as tokens (jobs.claim_next), so the quiet key's jobs are among the first
+    claims, and gives the signals of the noisy jobs passed over back: with no reaper to
+    re-signal anything, every job still finishes."""
+    noisy = client.submit_many([{"kind": "noop", "concurrency_key": "noisy"}] * 2000)
+    quiet = client.submit_many([{"kind": "noop", "concurrency_key": "quiet"}] * 10)
+    procs.worker("fair", "--no-declare", "--concurrency", "16", "--batch", "50")
+    with psycopg.connect(procs.database_url, autocommit=True) as conn:
+        def left():
+            return conn.execute("SELECT count(*) FROM jobs.job WHERE status <> 'done'").fetchone()[0]
+
+        wait_until(lambda: left() == 0, 120, what="every job of both keys done")
+        order = [r[0] for r in conn.execute(
+            "SELECT job_id FROM jobs.event WHERE reason = 'claimed' ORDER BY id").fetchall()]
+    assert sorted(order) == sorted(noisy + quiet), "each job claimed exactly once"
+    rank = {job_id: n for n, job_id in enumerate(order)}
+    last_quiet = max(rank[i] for i in quiet)
+    # Within two batches of 50; claimed in push order it would be the 2,010th claim.
+    assert last_quiet < 100, f"the quiet key's last job was claim number {last_quiet + 1}"

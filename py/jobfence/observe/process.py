@@ -65,7 +65,9 @@ UNCLAIMED = Counter(
     "jobfence_worker_unclaimed_ids",
     "popped ids a claim did not grant, by cause: not_claimable (a duplicate signal, a job "
     "done or running), unknown (no such job: another deployment on this Redis database?), "
-    "other_queue (another queue's job pushed into this worker's lists)", ["cause"],
+    "other_queue (another queue's job pushed into this worker's lists), passed_over (claimable "
+    "but not granted: held back by a limit, locked by another claim, or not chosen by a fair "
+    "claim; its signal is given back or pushed again)", ["cause"],
     registry=None)
 RELAY_PUSHED = Counter("jobfence_relay_pushed", "job ids the relay pushed to Redis",
                        registry=None)
@@ -87,7 +89,7 @@ for _action in REAPER_ACTIONS:
     REAPER_JOBS.labels(_action)
 for _error in ("db_unavailable", "redis_unavailable", "tick_failed"):
     REAPER_TICK_ERRORS.labels(_error)
-for _cause in ("not_claimable", "unknown", "other_queue"):
+for _cause in ("not_claimable", "unknown", "other_queue", "passed_over"):
     UNCLAIMED.labels(_cause)
 for _outcome in ("forwarded", "failed"):
     DEAD_LETTERS.labels(_outcome)

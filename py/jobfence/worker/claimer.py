@@ -28,7 +28,8 @@ from .misses import MissReport
 
 MOVE_DUE_EVERY = 0.5
 # How often the paused queues are read: a paused queue is left out of the pops, so its ids
-# wait in Redis for the resume instead of being popped and refused.
+# wait in Redis for the resume instead of being popped and refused. The queues holding keyed
+# jobs are read as often: there the popped ids are tokens for a fair claim.
 PAUSES_EVERY = 1.0
 
 
@@ -50,6 +51,9 @@ class Claimer:
         self._claim_backoff = Backoff(first=0.5, cap=5.0)
         self._loggers: dict[str, logging.Logger] = {}
         self.paused: frozenset[str] = frozenset()
+        # Queues holding queued jobs with a concurrency key: their popped ids are claim
+        # tokens (jobs.claim_next), so a key with a large backlog cannot starve the others.
+        self.keyed: frozenset[str] = frozenset()
         self._pauses_read_at = float("-inf")
         self.misses = MissReport(worker.name)
         # The queues as PostgreSQL can name them: a --queue that is not UTF-8 (kept as lone
@@ -119,20 +123,33 @@ class Claimer:
         read fails the last answer stands: the claims refuse a paused queue's jobs anyway."""
         if now - self._pauses_read_at >= PAUSES_EVERY:
             self._pauses_read_at = now
-            try:
-                paused = frozenset(r["queue"] for r in self.db.paused_queues())
-            except (psycopg.Error, JobfenceError) as exc:
-                event(logging.DEBUG, "pauses_unread", "could not read the paused queues",
-                      error=str(exc), worker=self.w.name)
-            else:
-                if paused != self.paused:
-                    changed = sorted(paused.symmetric_difference(self.paused) & set(self.w.queues))
-                    if changed:
-                        event(logging.INFO, "queues_paused", "paused queues changed",
-                              paused=sorted(paused & set(self.w.queues)), changed=changed,
-                              worker=self.w.name)
-                    self.paused = paused
+            self._read_pauses()
+            self._read_keyed()
         return [q for q in self.w.queues if q not in self.paused]
+
+    def _read_keyed(self) -> None:
+        """If the read fails the last answer stands: either way every popped id is claimed
+        or signalled again, only the order between keys may be less fair for a second."""
+        try:
+            self.keyed = frozenset(self.db.keyed_queues(self.sql_queues))
+        except (psycopg.Error, JobfenceError) as exc:
+            event(logging.DEBUG, "keyed_queues_unread", "could not read the queues holding "
+                  "keyed jobs", error=str(exc), worker=self.w.name)
+
+    def _read_pauses(self) -> None:
+        try:
+            paused = frozenset(r["queue"] for r in self.db.paused_queues())
+        except (psycopg.Error, JobfenceError) as exc:
+            event(logging.DEBUG, "pauses_unread", "could not read the paused queues",
+                  error=str(exc), worker=self.w.name)
+        else:
+            if paused != self.paused:
+                changed = sorted(paused.symmetric_difference(self.paused) & set(self.w.queues))
+                if changed:
+                    event(logging.INFO, "queues_paused", "paused queues changed",
+                          paused=sorted(paused & set(self.w.queues)), changed=changed,
+                          worker=self.w.name)
+                self.paused = paused
 
     def _move_due(self, queue: str) -> None:
         try:
@@ -159,11 +176,19 @@ class Claimer:
 
     def claim_and_start(self, ids: list[int]) -> None:
         w = self.w
+        # In a queue holding keyed jobs the popped ids are tokens: as many jobs are claimed
+        # as ids were popped, chosen by jobs.claim_next (the keys take turns), and the
+        # popped ids passed over get their signals back (_signal_missed).
+        queue = w.transport.last_queue
+        fair = queue is not None and queue in self.keyed
         backoff = Backoff()
         pause = 0.0
         while True:
             try:
-                leases = self.db.claim_leases(ids, w.name, self.sql_queues)
+                if fair:
+                    leases = self.db.claim_next_leases(w.name, [queue], len(ids))
+                else:
+                    leases = self.db.claim_leases(ids, w.name, self.sql_queues)
                 self._claim_backoff.reset()
                 metrics.POSTGRES.ok()
                 break
@@ -176,34 +201,50 @@ class Claimer:
                       error=str(exc), job_ids=ids[:20], worker=w.name)
                 w.wait_stop(delay)
             except (psycopg.Error, JobfenceError) as exc:
+                # By id, one at a time, whichever claim failed: a poison job fails alone.
                 leases, pause = self._claim_isolating(ids, exc)
+                fair = False
                 break
         if leases:
             self.start(leases)
-        if len(leases) < len(ids):
-            self._signal_held_back(ids, leases)
+        if fair or len(leases) < len(ids):
+            given_back = self._signal_missed(ids, leases, give_back=fair)
+            if given_back and not leases and not pause:
+                # Nothing claimable was left for the tokens (another worker took it, or the
+                # queue was paused): wait as an empty pop would instead of spinning on them.
+                pause = w.pop_timeout
         if pause:
             # After starting what was claimed: its lease clock is already running.
             w.wait_stop(pause)
 
-    def _signal_held_back(self, ids: list[int], leases: list[Lease]) -> None:
+    def _signal_missed(self, ids: list[int], leases: list[Lease], give_back: bool) -> bool:
         """Ids a claim did not grant have lost their signal. Most were simply not claimable
         (a duplicate, a job already done); those a kind's global limit held back are pushed
         again, delayed until the limit may let them through, else nothing would wake them
-        while the queue stays busy. The rest are counted by cause, and ids of no job here or
-        of another queue's job warned about. One more round trip, only after a partial grant."""
+        while the queue stays busy. After a fair claim (``give_back``) the other ids still
+        claimable (passed_over: other jobs were chosen for their tokens) go back to the head
+        of their list. The rest are counted by cause, and ids of no job here or of another
+        queue's job warned about. One more round trip, only when something was not granted.
+        True if ids were given back."""
         granted = {lease.job_id for lease in leases}
         missing = [i for i in ids if i not in granted]
+        if not missing:
+            return False
         try:
             held, causes = self.db.missed(missing, self.sql_queues)
             self.misses.record(causes)
             if held:
                 self.w.transport.push([s.push_tuple() for s in held])
+            if give_back:
+                passed_over = set(causes.get("passed_over", ())) - {s.job_id for s in held}
+                back = [i for i in missing if i in passed_over]
+                return bool(back) and self.w.transport.give_back(back)
         except (psycopg.Error, JobfenceError, redis.RedisError) as exc:
             # Still queued in PostgreSQL: the reaper's stale sweep signals them later.
-            event(logging.WARNING, "held_back_unsignalled", "could not signal the jobs a "
-                  "kind's limit held back; the reaper's sweep will", error=str(exc),
-                  job_ids=missing[:20], worker=self.w.name)
+            event(logging.WARNING, "held_back_unsignalled", "could not signal again the "
+                  "popped jobs a claim did not grant; the reaper's sweep will",
+                  error=str(exc), job_ids=missing[:20], worker=self.w.name)
+        return False
 
     def start(self, leases: list[Lease]) -> None:
         w = self.w

@@ -52,6 +52,12 @@ class LeaseDatabase(Database):
             "job_ids": list(job_ids), "worker": worker,
             "queues": None if queues is None else list(queues)}, rows.LEASE)
 
+    def claim_next_leases(self, worker: str, queues: Sequence[str], max_jobs: int) -> list[Lease]:
+        """Up to ``max_jobs`` leases (with tokens) of the jobs of ``queues`` claimable now,
+        the concurrency keys taking turns (``jobs.claim_next_with_token``)."""
+        return self._all(sql.CLAIM_NEXT_WITH_TOKEN, {
+            "worker": worker, "queues": list(queues), "max_jobs": max_jobs}, rows.LEASE)
+
     def trace_contexts(self, job_ids: Sequence[int]) -> dict[int, str]:
         """job id -> the W3C traceparent it was submitted under (jobs without one left out)."""
         return dict(self._all(sql.TRACE_CONTEXTS, {"job_ids": list(job_ids)}, tuple_row))

@@ -1,0 +1,4 @@
+-- Revert jobfence:unclaimed from pg
+BEGIN;
+DROP FUNCTION jobs.unclaimed(bigint[], text[]);
+COMMIT;

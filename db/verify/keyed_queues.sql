@@ -1,0 +1,5 @@
+-- Verify jobfence:keyed_queues on pg
+-- Raises when the function is missing or not a pinned SECURITY DEFINER.
+SELECT 1 / count(*) FROM pg_catalog.pg_proc
+ WHERE oid = 'jobs.keyed_queues(text[])'::regprocedure
+   AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];
