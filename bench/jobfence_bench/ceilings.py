@@ -31,6 +31,41 @@ def script(batch: int) -> str:
     return "\n".join([insert, CLAIM, COMPLETE]) + "\n"
 
 
+# The same writes as the package's, without its checks: per job, the job row (same columns,
+# defaults and indexes), one transition row per step into the partitioned log, and per batch
+# one upsert of the minute's rollup row (counters, and the wait or run histogram the real
+# rollup writes at claim and at completion). Rows are found by primary key, as the functions
+# find the ids they are given.
+HIST = "array_fill(0, ARRAY[92])"
+SHARD = ":client_id % 4"
+
+
+def _rollup(column: str, hist: str | None, count: str) -> str:
+    cols, vals, sets = f"minute, kind, shard, {column}", f"date_trunc('minute', now()), 'bench', {SHARD}, {count}", \
+        f"{column} = m.{column} + excluded.{column}"
+    if hist:
+        cols, vals, sets = cols + f", {hist}", vals + f", {HIST}", sets + f", {hist} = excluded.{hist}"
+    return (f"m AS (INSERT INTO plain_metric AS m ({cols}) VALUES ({vals}) "
+            f"ON CONFLICT (minute, kind, shard) DO UPDATE SET {sets})")
+
+
+def same_writes_script(batch: int) -> str:
+    submit = (f"WITH ins AS (INSERT INTO plain_job ({PLAIN_COLUMNS}) VALUES {plain_values(batch)} RETURNING id), "
+              "ev AS (INSERT INTO plain_event (job_id, to_status, lease_version, reason) "
+              "SELECT id, 'queued', 0, 'submitted' FROM ins), "
+              + _rollup("submitted", None, str(batch)) +
+              " SELECT array_agg(id) AS ids FROM ins \\gset")
+    claim = ("WITH c AS (" + CLAIM.rstrip(";") + "), "
+             "ev AS (INSERT INTO plain_event (job_id, from_status, to_status, lease_version, worker, reason) "
+             "SELECT id, 'queued', 'processing', lease_version, 'bench-' || :client_id, 'claimed' FROM c), "
+             + _rollup("started", "wait_hist", "(SELECT count(*) FROM c)") + " SELECT count(*) FROM c;")
+    complete = ("WITH d AS (" + COMPLETE.rstrip(";") + " RETURNING id, lease_version), "
+                "ev AS (INSERT INTO plain_event (job_id, from_status, to_status, lease_version, worker, reason) "
+                "SELECT id, 'processing', 'done', lease_version, 'bench-' || :client_id, 'completed' FROM d), "
+                + _rollup("succeeded", "run_hist", "(SELECT count(*) FROM d)") + " SELECT count(*) FROM d;")
+    return "\n".join([submit, claim, complete]) + "\n"
+
+
 def pgbench(settings: Settings, path, clients: int = CLIENTS) -> dict:
     out = subprocess.run(
         ["pgbench", "-n", "-M", "prepared", "-r", "-c", str(clients), "-j", str(clients),
@@ -49,10 +84,13 @@ def pgbench(settings: Settings, path, clients: int = CLIENTS) -> dict:
 
 
 def run(settings: Settings, admin) -> dict:
+    """The bare ceilings (batch_1, batch_100) and the same-writes ones (same_writes_1,
+    same_writes_100), each the median of its runs."""
     results = {}
-    for batch in (1, 100):
-        path = settings.work / f"ceiling_{batch}.sql"
-        path.write_text(script(batch))
+    for name, make, batch in (("batch", script, 1), ("batch", script, 100),
+                              ("same_writes", same_writes_script, 1), ("same_writes", same_writes_script, 100)):
+        path = settings.work / f"ceiling_{name}_{batch}.sql"
+        path.write_text(make(batch))
         jobs, stmt = [], []
         counters = Counters(admin, settings.dbname)
         wal = []
@@ -65,23 +103,29 @@ def run(settings: Settings, admin) -> dict:
             wal.append(Counters.delta(before, after)["lsn"] / total_jobs)
             jobs.append(r["tps"] * batch)
             stmt.append(r["statement_ms"])
-            progress(f"ceiling batch {batch}: run {rep + 1}/{settings.reps}: {jobs[-1]:,.0f} jobs/s")
+            progress(f"ceiling {name} {batch}: run {rep + 1}/{settings.reps}: {jobs[-1]:,.0f} jobs/s")
         names = ("insert", "claim", "complete")
         per_stmt = {n: figure([s[i] for s in stmt if len(s) == 3], "ms") for i, n in enumerate(names)}
-        results[f"batch_{batch}"] = {"jobs_per_s": figure(jobs, "jobs/s"), "statement_ms": per_stmt,
+        results[f"{name}_{batch}"] = {"jobs_per_s": figure(jobs, "jobs/s"), "statement_ms": per_stmt,
                                      "wal_bytes_per_job": figure(wal, "B/job"), "batch": batch,
                                      "clients": CLIENTS}
     reset(admin)
     return results
 
 
-def insert_only(settings: Settings, conn, rows: int, keys: bool) -> float:
-    """One multi-row INSERT of `rows` rows into the plain table, from this connection: ms."""
+def insert_only(settings: Settings, conn, rows: int, keys: bool, same_writes: bool = False) -> float:
+    """One multi-row INSERT of `rows` rows into the plain table, from this connection: ms.
+    With `same_writes`, also their submitted events and the rollup's upsert, in the same
+    statement (what submit_many writes)."""
     payloads = [f'{{"n": {i}}}' for i in range(rows)]
     keyvals = [f"k{time.monotonic_ns()}-{i}" for i in range(rows)] if keys else [None] * rows
+    insert = (f"INSERT INTO plain_job ({PLAIN_COLUMNS}, idempotency_key) "
+              "SELECT 'bench', 'default', p::jsonb, 3, '15 s', '30 s', k "
+              "FROM unnest(%s::text[], %s::text[]) AS u(p, k) RETURNING id")
+    if same_writes:
+        insert = (f"WITH ins AS ({insert}), ev AS (INSERT INTO plain_event (job_id, to_status, lease_version, reason) "
+                  "SELECT id, 'queued', 0, 'submitted' FROM ins), "
+                  + _rollup("submitted", None, str(rows)).replace(SHARD, "0") + " SELECT id FROM ins")
     t = time.perf_counter()
-    conn.execute(f"INSERT INTO plain_job ({PLAIN_COLUMNS}, idempotency_key) "
-                 "SELECT 'bench', 'default', p::jsonb, 3, '15 s', '30 s', k "
-                 "FROM unnest(%s::text[], %s::text[]) AS u(p, k) RETURNING id",
-                 (payloads, keyvals)).fetchall()
+    conn.execute(insert, (payloads, keyvals)).fetchall()
     return (time.perf_counter() - t) * 1000

@@ -71,8 +71,9 @@ def reset(conn: psycopg.Connection) -> None:
     """Every timed run starts from empty tables so earlier runs' rows do not weigh on it.
     CASCADE reaches whatever tables reference jobs.job in the deployed plan."""
     conn.execute("TRUNCATE jobs.job, jobs.event, jobs.metric_minute CASCADE")
-    if scalar(conn, "SELECT to_regclass('public.plain_job') IS NOT NULL"):
-        conn.execute("TRUNCATE public.plain_job")
+    for table in ("plain_job", "plain_event", "plain_metric"):
+        if scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"public.{table}",)):
+            conn.execute(f"TRUNCATE public.{table}")
     conn.execute("VACUUM ANALYZE jobs.job")
     conn.execute("CHECKPOINT")  # a checkpoint inside a timed run is the noisiest thing there is
 
@@ -82,6 +83,14 @@ def create_plain_table(conn: psycopg.Connection) -> None:
     # jobs.job, with no foreign keys, no events, no functions in front of it.
     conn.execute("DROP TABLE IF EXISTS public.plain_job")
     conn.execute("CREATE TABLE public.plain_job (LIKE jobs.job INCLUDING ALL)")
+    # The same-writes ceiling's other two tables: the transition log, partitioned by day as
+    # jobs.event is (so the rows pay its routing), and the per-minute rollup.
+    conn.execute("DROP TABLE IF EXISTS public.plain_event, public.plain_metric")
+    conn.execute("CREATE TABLE public.plain_event (LIKE jobs.event INCLUDING ALL) PARTITION BY RANGE (at)")
+    conn.execute("CREATE TABLE public.plain_event_now PARTITION OF public.plain_event "
+                 "FOR VALUES FROM (now() - interval '1 day') TO (now() + interval '2 days')")
+    conn.execute("CREATE TABLE public.plain_event_default PARTITION OF public.plain_event DEFAULT")
+    conn.execute("CREATE TABLE public.plain_metric (LIKE jobs.metric_minute INCLUDING ALL)")
 
 
 class Counters:

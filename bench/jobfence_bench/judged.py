@@ -1,9 +1,9 @@
 """Issue 7's judged figure, exactly: 60,000 no-op jobs submitted with `jobs.submit_many` (1,000
 per call, `notify` on, so `jobfence relay` pushes them) and drained by 2 × `jobfence worker
 --app jobfence.examples:app --batch 100` with no other flag. Jobs/s is submitted jobs over the
-time from the first submit to the last job done. Each run alternates with a pgbench batch-100
-ceiling of the same statements (ceilings.py), so every ratio pairs two neighbouring
-measurements. CPU seconds per job are read from /proc for the workers, the relay and
+time from the first submit to the last job done. Each run alternates with the pgbench batch-100
+ceilings (ceilings.py: the bare statements, and the same writes as the package's), so every
+ratio pairs neighbouring measurements. CPU seconds per job are read from /proc for the workers, the relay and
 PostgreSQL's processes, to show where the machine's two cores go."""
 
 from __future__ import annotations
@@ -90,19 +90,25 @@ def run(settings: Settings, admin) -> dict:
     jobs = JOBS // 3 if settings.quick else JOBS
     path = settings.work / "ceiling_100.sql"
     path.write_text(ceilings.script(100))
-    rates, ceilings_100, ratios = [], [], []
+    same_path = settings.work / "ceiling_same_writes_100.sql"
+    same_path.write_text(ceilings.same_writes_script(100))
+    rates, ceilings_100, ratios, same_100, same_ratios = [], [], [], [], []
     cpu: dict[str, list[float]] = {}
     for rep in range(settings.reps):
         reset(admin)
         ceiling = ceilings.pgbench(settings, path)["tps"] * 100
+        reset(admin)
+        same = ceilings.pgbench(settings, same_path)["tps"] * 100
         rate, us, _ = one_run(settings, admin, jobs)
         rates.append(rate)
         ceilings_100.append(ceiling)
         ratios.append(rate / ceiling)
+        same_100.append(same)
+        same_ratios.append(rate / same)
         for k, v in us.items():
             cpu.setdefault(k, []).append(v)
         progress(f"judged run {rep + 1}/{settings.reps}: {rate:,.0f} jobs/s, ceiling {ceiling:,.0f} "
-                 f"({rate / ceiling:.3f}x); CPU µs/job "
+                 f"({rate / ceiling:.3f}x), same writes {same:,.0f} ({rate / same:.3f}x); CPU µs/job "
                  + ", ".join(f"{k} {v:.0f}" for k, v in us.items()))
     spied = None
     if settings.profile:
@@ -115,4 +121,6 @@ def run(settings: Settings, admin) -> dict:
     return {"jobs": jobs, "profile": spied, "jobs_per_s": figure(rates, "jobs/s"),
             "ceiling_batch_100": figure(ceilings_100, "jobs/s"),
             "ratio_to_ceiling": figure(ratios, "x"),
+            "same_writes_batch_100": figure(same_100, "jobs/s"),
+            "ratio_to_same_writes": figure(same_ratios, "x"),
             "cpu_us_per_job": {k: figure(v, "µs/job") for k, v in cpu.items()}}

@@ -199,21 +199,22 @@ def function_profile(settings: Settings, admin) -> dict:
 
 def submit_compare(settings: Settings, admin) -> dict:
     """submit_many of 1,000 specs from one connection vs a plain multi-row INSERT of the same
-    rows into the plain table, without and with idempotency keys."""
+    rows into the plain table (and the same rows with their events and rollup: the
+    same-writes ceiling of a submit), without and with idempotency keys."""
     from .ceilings import insert_only
     n = 1000
     out = {}
     with connect(settings.url) as conn:
         for keys in (False, True):
-            for what in ("submit_many", "plain_insert"):
+            for what in ("submit_many", "plain_insert", "same_writes_insert"):
                 rates, ms_runs = [], []
                 for rep in range(settings.reps):
                     reset(admin)
                     deadline = time.perf_counter() + settings.seconds / 2
                     ms = []
                     while time.perf_counter() < deadline:
-                        if what == "plain_insert":
-                            ms.append(insert_only(settings, conn, n, keys))
+                        if what != "submit_many":
+                            ms.append(insert_only(settings, conn, n, keys, same_writes=what == "same_writes_insert"))
                         else:
                             specs = specs_json(n, keys=f"k{time.monotonic_ns()}" if keys else None)
                             t = time.perf_counter()
