@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import api, ceilings, e2e, judged, observe, pooler, report, scale, sqlpath
+from . import api, ceilings, e2e, judged, notify, observe, pooler, report, scale, sqlpath
 from .common import RESULTS, ROOT, Settings, connect, create_plain_table, progress, scalar, stop_all
 
-SECTIONS = ("ceilings", "sql", "observe", "e2e", "judged", "api", "scale", "pooler")
+SECTIONS = ("ceilings", "sql", "notify", "observe", "e2e", "judged", "api", "scale", "pooler")
 
 
 def _terminate(signum, frame):
@@ -85,6 +85,9 @@ def main() -> int:
                 results["sql_path"] = sqlpath.run(settings, admin)
                 results["submit"] = sqlpath.submit_compare(settings, admin)
                 results["sql_profile"] = sqlpath.function_profile(settings, admin)
+            if "notify" in sections:
+                progress("2b. NOTIFY under many writers: 1 to 64 single-job producers")
+                results["notify"] = notify.run(settings, admin)
             if "observe" in sections:
                 progress("2a. what the metrics rollup costs the SQL path")
                 results["observe"] = observe.run(settings, admin)

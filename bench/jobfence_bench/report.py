@@ -83,6 +83,16 @@ def table(res: dict) -> str:
                  sub.get(f"same_writes_insert{keys}", {}).get("jobs_per_s"))
             _row(lines, f"  submit_many{' (keys)' if keys else ''}: ms per call", sub.get(f"submit_many{keys}", {}).get("call_ms"),
                  sub.get(f"plain_insert{keys}", {}).get("call_ms"), "plain INSERT")
+    nt = res.get("notify", {})
+    if nt.get("producers"):
+        lines.append("2b. NOTIFY under many writers (jobs.submit, one job per transaction, a listener draining)")
+        for producers, row in nt["producers"].items():
+            for mode, label in (("no_notify", "notify off"), ("notify", "notify on"),
+                                ("table", "relay reads the table")):
+                ratio_ = {"notify": row["ratio"], "table": row["table_ratio"]}.get(mode)
+                lines.append(ROW.format(f"  {producers} producers, {label}: submits/s", f"{row[mode]['median']:,.0f}",
+                                        f"{row[mode]['min']:,.0f}–{row[mode]['max']:,.0f}",
+                                        f"{ratio_:.3f}" if ratio_ else "", "submits/s" + (" / notify off" if ratio_ else "")))
     prof = res.get("sql_profile", {})
     if prof.get("functions"):
         lines.append("   server time per job by jobs.* function (call by call, batch 100; self / total µs)")

@@ -9,6 +9,7 @@
 -- requires: event_reason_debounced
 -- requires: job_traceparent
 -- requires: job_concurrency_key
+-- requires: relay_feed
 -- requires: job_dependency
 -- requires: edge_outcome
 -- requires: unknown_dependency
@@ -35,6 +36,7 @@ DECLARE
     created_rows jobs.job[];
     created_kinds text[];
     wants_notify boolean;
+    feed_source text;
     batch record;
     keyed boolean;
     held_ids bigint[];
@@ -340,6 +342,11 @@ BEGIN
 
     -- Ids are drawn in spec order up front so each row knows its spec; a spec that meets
     -- an existing idempotency key leaves a gap, as any rolled-back insert does.
+    -- How the relay learns of new jobs (jobs.relay_feed), read before any id is drawn, and
+    -- this transaction's id taken before it too: both are what jobs.poll_submitted counts on
+    -- to read every id only once it is final (docs/design.md §6).
+    feed_source := (SELECT f.source FROM jobs.relay_feed AS f WHERE f.singleton);
+    PERFORM pg_current_xact_id();
     new_ids := ARRAY(SELECT nextval('jobs.job_id_seq'::regclass) FROM generate_series(1, n));
 
     -- Specs without an idempotency key cannot conflict: they skip ON CONFLICT, whose
@@ -567,6 +574,12 @@ BEGIN
     END IF;
 
     IF cardinality(created_ids) = 0 THEN
+        RETURN;
+    END IF;
+    -- Submits notify unless the relay reads the table. A source of table is trusted only
+    -- if it held both before the ids were drawn and now, so a switch either way while this
+    -- transaction runs leaves its jobs to be notified or to be read (jobs.configure_relay).
+    IF feed_source = 'table' AND (SELECT f.source FROM jobs.relay_feed AS f WHERE f.singleton) = 'table' THEN
         RETURN;
     END IF;
     IF single THEN

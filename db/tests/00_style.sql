@@ -64,6 +64,8 @@ INSERT INTO expected_fn VALUES
     ('jobs.fail_many(bigint[],text,bigint[],text[],boolean[],uuid[])', 'setof jobs.outcome', '{job_ids,worker,lease_versions,errors,retryable,tokens}', true),
     ('jobs.heartbeat_many(bigint[],text,bigint[],uuid[])', 'TABLE(job_id bigint, held boolean, alive boolean, cancel_requested boolean, lease_expires_at timestamp with time zone)', '{job_ids,worker,lease_versions,tokens,job_id,held,alive,cancel_requested,lease_expires_at}', true),
     ('jobs.configure_producers(boolean)', 'TABLE(producer_ownership boolean, updated_at timestamp with time zone)', '{ownership,producer_ownership,updated_at}', true),
+    ('jobs.configure_relay(text)', 'TABLE(relay_source text, read_upto bigint, changed_at timestamp with time zone)', '{source,relay_source,read_upto,changed_at}', true),
+    ('jobs.poll_submitted(integer)', 'setof jobs.signal', '{max_ids}', true),
     ('jobs.configure_redis(text)', 'TABLE(redis_namespace text, updated_at timestamp with time zone)', '{namespace,redis_namespace,updated_at}', true),
     ('jobs.redis_namespace()', 'text', NULL, true),
     ('jobs.configure_leases(boolean,boolean)', 'TABLE(session_role_bound boolean, lease_token_required boolean, updated_at timestamp with time zone)', '{bind_session_role,require_lease_token,session_role_bound,lease_token_required,updated_at}', true),
@@ -341,7 +343,7 @@ SELECT set_eq($$ SELECT type_name FROM type_attrs
                   WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
                                           'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy', 'jobs.schedule',
                                           'jobs.queue_pause', 'jobs.queue_pause_log', 'jobs.kind_limit', 'jobs.kind_slot',
-                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page', 'jobs.job_dependency') $$,
+                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page', 'jobs.job_dependency', 'jobs.relay_feed') $$,
               ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat', 'jobs.lease_grant'],
               'style: the standalone composite types are exactly lease, outcome, signal, heartbeat and lease_grant');
 

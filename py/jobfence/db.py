@@ -450,6 +450,15 @@ class Database:
             return []
         return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, rows.SIGNAL)
 
+    def relay_source(self) -> str:
+        """How submits reach the relay: ``notify`` or ``table`` (``jobs.configure_relay``)."""
+        return self._one(sql.RELAY_SOURCE)["relay_source"]
+
+    def poll_submitted(self, max_ids: int = 10_000) -> list[tuple]:
+        """The next stretch of new jobs to push, as ``push_signals`` tuples: empty unless
+        submits do not notify (or a stretch from then is left), or while another relay reads."""
+        return self._all(sql.POLL_SUBMITTED, {"max_ids": max_ids}, tuple_row)
+
     def push_signals(self, job_ids: Sequence[int]) -> list[tuple]:
         """``signals`` as the (job_id, queue, run_after, priority) tuples ``Transport.push``
         takes, with no row object per job: the relay's lookup for every id it is told of."""

@@ -11,6 +11,12 @@ privilege for either. So a payload is only a hint of which ids to look at. The r
 the shapes the SQL producers send and nothing else, asks ``jobs.signals`` which of the ids
 really wait for a signal and on which queue, and pushes only those, there; the rest is
 logged (once a minute) and skipped (docs/security.md).
+
+Many concurrent producers pay for notifying: PostgreSQL serialises notifying commits. With
+``jobs.configure_relay('table')`` submits send nothing and the relay reads the new jobs from
+the table instead (``jobs.poll_submitted``, every ``table_poll`` seconds), each stretch of ids
+once it is final; notifications keep coming for what else announces itself (a debounce that
+moves a job's run_after). docs/scaling.md says when to choose which.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from datetime import datetime
 from typing import Iterable
 
@@ -42,6 +49,10 @@ MAX_IDS_PER_NOTIFICATION = 1000
 # messages costs bounded statements.
 SIGNALS_CHUNK = 10_000
 WARN_EVERY_SECONDS = 60.0
+# How often the relay asks how submits reach it (jobs.configure_relay), and how often it
+# reads the table while they notify (only a stretch left from a table period can be there).
+SOURCE_EVERY_SECONDS = 1.0
+TABLE_READ_WHILE_NOTIFY = 0.5
 
 _SINGLE_KEYS = frozenset({"id", "queue", "run_after"})
 _BATCH_KEYS = (frozenset({"queue", "ids"}), frozenset({"queue", "ids", "run_after"}))
@@ -105,7 +116,8 @@ def parse_notification(payload: str) -> list[tuple[int, str, datetime | None]]:
 class Relay:
     def __init__(self, database_url: str, redis_url: str, *, poll_interval: float = 5.0,
                  stale_after: float = 5.0, queues: Iterable[str] = (),
-                 listen_database_url: str | None = None):
+                 listen_database_url: str | None = None, table_poll: float = 0.01,
+                 table_batch: int = 10_000):
         # LISTEN needs a session of its own: behind a transaction pooler, a direct URL.
         self.url = listen_url(database_url, listen_database_url, "the relay")
         self.poll_interval = poll_interval
@@ -118,6 +130,11 @@ class Relay:
         self._warnings = jlog.Throttle(WARN_EVERY_SECONDS)
         self.pushed = 0
         self.skipped = 0
+        self.table_poll = table_poll
+        self.table_batch = table_batch
+        self.source = "notify"
+        self._source_read_at = float("-inf")
+        self._table_read_at = float("-inf")
 
     def stop(self) -> None:
         self._stop.set()
@@ -160,8 +177,10 @@ class Relay:
 
     def _listen(self, conn: psycopg.Connection) -> None:
         while not self._stop.is_set():
+            self._read_table()
             ids: list[int] = []
-            for note in self._next_notes(conn):
+            wait = self.table_poll if self.source == "table" else 0.5
+            for note in self._next_notes(conn, wait=wait):
                 try:
                     ids.extend(i for i, _, _ in parse_notification(note.payload))
                 except BadNotification as exc:
@@ -208,14 +227,47 @@ class Relay:
             fields["suppressed"] = held
         jlog.event(logger, logging.WARNING, event, message, **fields)
 
+    def _read_table(self) -> None:
+        """Push the new jobs of the table's next final stretches, when submits do not notify
+        (or a stretch from when they did not is left)."""
+        now = time.monotonic()
+        if now - self._source_read_at >= SOURCE_EVERY_SECONDS:
+            try:
+                source = self.db.relay_source()
+            except psycopg.OperationalError:
+                raise
+            except psycopg.Error as exc:
+                self._warn("table_read_failed", "could not read how submits reach the relay; "
+                           "retrying", error=str(exc)[:300])
+                return
+            if source != self.source:
+                jlog.event(logger, logging.INFO, "relay_source", f"submits reach the relay by {source}",
+                           source=source)
+            self.source, self._source_read_at = source, now
+        if self.source != "table" and now - self._table_read_at < TABLE_READ_WHILE_NOTIFY:
+            return
+        self._table_read_at = now
+        while not self._stop.is_set():
+            try:
+                signals = self.db.poll_submitted(self.table_batch)
+            except psycopg.OperationalError:
+                raise  # run() reconnects; the stretch is still unread
+            except psycopg.Error as exc:
+                self._warn("table_read_failed", "could not read new jobs from the table; "
+                           "retrying", error=str(exc)[:300])
+                return
+            if not signals:
+                return
+            self._push(signals)
+
     @staticmethod
-    def _next_notes(conn: psycopg.Connection, limit: int = 1000) -> list:
+    def _next_notes(conn: psycopg.Connection, limit: int = 1000, wait: float = 0.5) -> list:
         """The next batch of notifications: wait (briefly, so that stop() is noticed) for the
         first, then take whatever else has already arrived without waiting. A quiet relay
         pushes each notification at once; a busy one pushes up to ``limit`` per pipeline.
         (A single ``notifies(timeout=0.5, stop_after=limit)`` would hold a lone notification
         back for the whole half second.)"""
-        notes = list(conn.notifies(timeout=0.5, stop_after=1))
+        notes = list(conn.notifies(timeout=wait, stop_after=1))
         while notes and len(notes) < limit:
             more = list(conn.notifies(timeout=0, stop_after=limit - len(notes)))
             if not more:
@@ -284,6 +336,7 @@ class Relay:
 
     def _poll_quietly(self) -> None:
         try:
+            self._read_table()
             self.catch_up()
         except (psycopg.Error, redis.RedisError) as exc:
             # Both sides may be down; the next poll tries again.

@@ -154,6 +154,10 @@ SELECT * FROM jobs.stale_queued(queue => %(queue)s, older_than => %(older_than)s
                                 max_jobs => %(max_jobs)s)
 """
 LISTEN_SUBMITTED = "LISTEN jobs_submitted"
+# How submits reach the relay (notify or table) and, with table, the next stretch of new
+# jobs that no running transaction can still add to (docs/design.md §6).
+RELAY_SOURCE = "SELECT relay_source FROM jobs.configure_relay()"
+POLL_SUBMITTED = "SELECT * FROM jobs.poll_submitted(max_ids => %(max_ids)s)"
 # Behind a transaction pooler a pool's statement timeout is set per transaction (db.py); ms
 # is an int the driver formats in.
 SET_LOCAL_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {ms}"

@@ -193,12 +193,16 @@ def reaper(ctx, interval, stale_after, queues, app_ref, batch, dead_letter_webho
 @click.option("--stale-after", default=5.0, show_default=True, type=SECONDS)
 @click.option("--queue", "queues", multiple=True, help="Queue to poll (repeatable).")
 @click.option("--app", "app_ref", default=None, help="Also poll the queues of this App.")
+@click.option("--table-poll", default=0.01, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds between reads of new jobs while submits do not notify "
+                   "(jobs.configure_relay('table')).")
 @LISTEN_URL_OPTION
 @with_metrics_port
 @click.pass_context
-def relay(ctx, poll_interval, stale_after, queues, app_ref, listen_database_url, metrics_port,
-          metrics_host):
-    """Push the ids that SQL producers announce on jobs_submitted."""
+def relay(ctx, poll_interval, stale_after, queues, app_ref, table_poll, listen_database_url,
+          metrics_port, metrics_host):
+    """Push the ids that SQL producers announce on jobs_submitted, or that it reads from
+    the table while submits do not notify."""
     from ..relay import Relay
 
     require_schema(database_url_for(ctx, "relay"))
@@ -207,7 +211,7 @@ def relay(ctx, poll_interval, stale_after, queues, app_ref, listen_database_url,
     _serve_metrics(metrics_port, metrics_host, "relay")
     _serve(Relay(database_url_for(ctx, "relay"), redis_url_for(ctx), poll_interval=poll_interval,
                  stale_after=stale_after, queues=queues_from(app_ref, queues),
-                 listen_database_url=listen_database_url))
+                 listen_database_url=listen_database_url, table_poll=table_poll))
 
 
 @click.command()
