@@ -342,11 +342,14 @@ BEGIN
 
     -- Ids are drawn in spec order up front so each row knows its spec; a spec that meets
     -- an existing idempotency key leaves a gap, as any rolled-back insert does.
-    -- How the relay learns of new jobs (jobs.relay_feed), read before any id is drawn, and
-    -- this transaction's id taken before it too: both are what jobs.poll_submitted counts on
-    -- to read every id only once it is final (docs/design.md §6).
+    -- How the relay learns of new jobs (jobs.relay_feed), read before any id is drawn. A
+    -- submit that may go unannounced takes its transaction id before it draws, too: both
+    -- are what jobs.poll_submitted counts on to read every id only once it is final
+    -- (docs/design.md §6). One that notifies needs neither.
     feed_source := (SELECT f.source FROM jobs.relay_feed AS f WHERE f.singleton);
-    PERFORM pg_current_xact_id();
+    IF feed_source = 'table' THEN
+        PERFORM pg_current_xact_id();
+    END IF;
     new_ids := ARRAY(SELECT nextval('jobs.job_id_seq'::regclass) FROM generate_series(1, n));
 
     -- Specs without an idempotency key cannot conflict: they skip ON CONFLICT, whose
