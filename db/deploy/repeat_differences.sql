@@ -1,5 +1,6 @@
 -- Deploy jobfence:repeat_differences to pg
 -- requires: job_unique_scope
+-- requires: job_concurrency_key
 -- requires: job
 -- requires: key_owner
 -- requires: jobs_producer
@@ -10,7 +11,8 @@ BEGIN;
 -- specs name a key that an existing job of the caller's key namespace holds, and which of
 -- the request's fields differ from what that job was submitted with. jobs.submit and
 -- jobs.submit_many themselves keep returning the existing job, whatever the repeat carries.
--- Compared: payload (as jsonb: key order and spacing do not matter), ordering_key, and
+-- Compared: payload (as jsonb: key order and spacing do not matter), ordering_key,
+-- concurrency_key, and
 -- run_after and priority when the spec names them (run_after as the job's due_at: a past
 -- timestamp was submitted as its creation time). The kind is part of the key. Call it in
 -- the transaction of the submit, for the specs that were not created, to act on the answer
@@ -60,6 +62,7 @@ BEGIN
            SELECT ARRAY(SELECT f FROM unnest(ARRAY[
                       CASE WHEN j.payload IS DISTINCT FROM coalesce(nullif(e.spec -> 'payload', 'null'), '{}') THEN 'payload' END,
                       CASE WHEN j.ordering_key IS DISTINCT FROM e.spec ->> 'ordering_key' THEN 'ordering_key' END,
+                      CASE WHEN j.concurrency_key IS DISTINCT FROM e.spec ->> 'concurrency_key' THEN 'concurrency_key' END,
                       CASE WHEN jsonb_typeof(e.spec -> 'run_after') = 'string'
                                 AND greatest((e.spec ->> 'run_after')::timestamptz, j.created_at) IS DISTINCT FROM j.due_at
                            THEN 'run_after' END,
@@ -71,7 +74,7 @@ BEGIN
      ORDER BY e.ord;
 END $$;
 COMMENT ON FUNCTION jobs.repeat_differences(jsonb) IS
-    'For specs whose idempotency key an existing job holds: the fields (payload, ordering_key, run_after, priority) in which the spec differs from that job. Only specs that differ are returned. Granted to jobs_producer and jobs_admin.';
+    'For specs whose idempotency key an existing job holds: the fields (payload, ordering_key, concurrency_key, run_after, priority) in which the spec differs from that job. Only specs that differ are returned. Granted to jobs_producer and jobs_admin.';
 REVOKE ALL ON FUNCTION jobs.repeat_differences(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.repeat_differences(jsonb) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -4,7 +4,7 @@
 -- the jobs a key's bound held back, and claim_next's turns between the keys of a queue. The
 -- concurrent case (several sessions racing for one key) is py/tests/test_concurrency_keys.py.
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 
 -- validation
 SELECT throws_ok($$ SELECT jobs.define_type('ck.bad', max_running_per_key => 0) $$, '22023',
@@ -89,6 +89,16 @@ SELECT is((SELECT array_agg(l.job_id ORDER BY l.job_id) FROM jobs.claim_next('w'
           (SELECT array_agg(j.id ORDER BY j.id) FROM (SELECT id FROM jobs.job WHERE concurrency_key = 'noisy' AND status = 'queued'
                                                        ORDER BY id LIMIT 10) AS j),
           'with the quiet key drained, the noisy key has every turn, oldest first');
+-- Turns come before priority: a key's first job goes before any key's second, however
+-- urgent. Three keys in a batch of 4 each offer a share of 2; the fourth place goes to the
+-- most urgent second job, never to the urgent keys' second jobs ahead of the idle key's first.
+SELECT jobs.define_type('ck.m', queue => 'ck.mix') IS NOT NULL AS defined;
+SELECT count(*) FROM jobs.submit_many('[{"kind": "ck.m", "concurrency_key": "a", "priority": 0}, {"kind": "ck.m", "concurrency_key": "a", "priority": 0},
+                                        {"kind": "ck.m", "concurrency_key": "b", "priority": 0}, {"kind": "ck.m", "concurrency_key": "b", "priority": 0},
+                                        {"kind": "ck.m", "concurrency_key": "c", "priority": 5}, {"kind": "ck.m", "concurrency_key": "c", "priority": 5}]');
+SELECT is((SELECT array_agg(j.concurrency_key ORDER BY j.id) FROM jobs.claim_next('w', ARRAY['ck.mix'], 4) AS l JOIN jobs.job AS j ON j.id = l.job_id),
+          ARRAY['a', 'a', 'b', 'c'], 'claim_next: every key''s first job before any second one, the less urgent key''s included');
+SELECT count(jobs.cancel(id)) FROM jobs.job WHERE queue = 'ck.mix' AND status = 'queued';   -- out of keyed_queues' way below
 -- Without keys the order is the plain one (nothing changed for unkeyed queues).
 SELECT jobs.define_type('ck.plain', queue => 'ck.plain') IS NOT NULL AS defined;
 SELECT count(*) FROM jobs.submit_many('[{"kind": "ck.plain", "priority": 5}, {"kind": "ck.plain", "priority": 1}, {"kind": "ck.plain", "priority": 5}]');

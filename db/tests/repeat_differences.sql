@@ -1,7 +1,7 @@
 -- jobs.repeat_differences: how a repeated idempotency key's request differs from the job
 -- that holds the key (the HTTP API's 422); an identical repeat differs in nothing.
 BEGIN;
-SELECT plan(8);
+SELECT plan(9);
 SELECT jobs.define_type('rd.k');
 SELECT jobs.submit_many('[{"kind": "rd.k", "payload": {"a": 1, "b": [1, 2]}, "idempotency_key": "k1", "ordering_key": "o", "priority": 3,
                            "run_after": "2999-01-01T00:00:00Z"},
@@ -17,6 +17,12 @@ SELECT is((SELECT differs FROM jobs.repeat_differences('[{"kind": "rd.k", "paylo
 SELECT is((SELECT differs FROM jobs.repeat_differences('[{"kind": "rd.k", "payload": {"a": 1, "b": [1, 2]}, "idempotency_key": "k1",
                                                            "run_after": "2999-01-02T00:00:00Z", "priority": 4}]')),
           ARRAY['ordering_key', 'run_after', 'priority'], 'ordering_key, run_after and priority are compared');
+SELECT jobs.submit_many('[{"kind": "rd.k", "idempotency_key": "k3", "concurrency_key": "tenant-a"}]');
+SELECT is((SELECT array_agg(differs[1] ORDER BY pos) FROM jobs.repeat_differences(
+              '[{"kind": "rd.k", "idempotency_key": "k3", "concurrency_key": "tenant-b"},
+                {"kind": "rd.k", "idempotency_key": "k3"},
+                {"kind": "rd.k", "idempotency_key": "k3", "concurrency_key": "tenant-a"}]')),
+          ARRAY['concurrency_key', 'concurrency_key'], 'concurrency_key is compared: another key, or none, differs; the same key does not');
 SELECT is((SELECT pos FROM jobs.repeat_differences('[{"kind": "rd.k", "idempotency_key": "new"}, {"kind": "rd.k", "idempotency_key": "k2", "payload": {"x": 1}}]')),
           1, 'pos is the 0-based position of the differing spec; a new key is not reported');
 SELECT is((SELECT count(*) FROM jobs.repeat_differences('[{"kind": "other", "idempotency_key": "k1", "payload": {"z": 0}}]')), 0::bigint,
