@@ -35,6 +35,22 @@ def test_batch_is_not_capped_by_concurrency(procs, client, conn):
     assert claims <= 10, f"{claims} claim round trips for 300 jobs at --batch 100"
 
 
+def test_a_backlog_is_claimed_in_batches_not_in_remainders(procs, client, conn):
+    """With the defaults (32 handlers, a prefetch of one batch), the budget has room for 32
+    right after a batch of 100 is dispatched. Claiming that remainder would make every other
+    round trip a third of a batch; the claimer waits for half a batch of room instead."""
+    ids = client.submit_many([{"kind": "noop"}] * 1000)
+    procs.worker("w1", "--batch", "100")
+    wait_until(lambda: client.status_counts(ids).get("done", 0) == len(ids), 60,
+               what="1,000 noop jobs done")
+    sizes = [r[0] for r in conn.execute(
+        "SELECT count(*) FROM jobs.job WHERE id = ANY(%s) GROUP BY claimed_at ORDER BY claimed_at",
+        (ids,))]
+    # The backlog was all there from the start: only the drain's last claim may be short.
+    assert min(sizes[:-1]) >= 50, sizes
+    assert len(sizes) <= 15, sizes
+
+
 def test_async_handlers_run_many_at_once_on_one_worker(procs, client):
     ids = client.submit_many([{"kind": "asleep", "payload": {"seconds": 1}}] * 50)
     procs.worker("w1", "--concurrency", "50", "--batch", "100")

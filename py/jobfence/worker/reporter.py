@@ -43,17 +43,25 @@ class Reporter:
         self.linger = linger
         self.q: collections.deque = collections.deque()
         self.wake = threading.Event()
-        self.returned = 0  # written by this thread only; the claimer reads it
+        # Jobs whose handler has let go (the claim budget counts the rest as in flight).
+        # Counted as each one returns, not when its report is flushed: otherwise the jobs
+        # waiting out the linger and the round trip hold places in the budget, and the
+        # claimer, finding a sliver of room, claims a fraction of a batch at a time.
+        self.returned = 0
+        self._returned_lock = threading.Lock()
         self.stats = {"completed": 0, "retried": 0, "snoozed": 0, "failed": 0, "lost": 0}
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="jobfence-reporter", daemon=True)
 
     # -- called from any thread -----------------------------------------------------------
     def add(self, op: int, job: Job, a: Any = None, b: Any = None) -> None:
-        if op <= _RETURNED and job.started:
-            # Timed here, in the handler's thread as it lets go of the job, so the figure
-            # is the handler's own and not the report's linger or round trip.
-            metrics.job_ran(job.lease.kind, time.monotonic() - job.started)
+        if op <= _RETURNED:
+            if job.started:
+                # Timed here, in the handler's thread as it lets go of the job, so the
+                # figure is the handler's own and not the report's linger or round trip.
+                metrics.job_ran(job.lease.kind, time.monotonic() - job.started)
+            with self._returned_lock:  # handlers of several threads return at once
+                self.returned += 1
         q = self.q
         q.append((op, job, a, b))
         n = len(q)
@@ -98,15 +106,14 @@ class Reporter:
         fails: list[tuple[Job, str, bool]] = []
         snoozes: list[tuple[Job, float]] = []
         finished: list[tuple[Job, rows.Outcome | None, str | None]] = []
-        returned = 0
         lost_jobs: list[Job] = []
+        freed = False
         for _ in range(max(1000, self.flush_size * 2)):
             try:
                 op, job, a, b = pop()
             except IndexError:
                 break
-            if op <= _RETURNED:
-                returned += 1
+            freed = freed or op <= _RETURNED
             if op == OK:
                 oks.append((job, a))
             elif op == FAIL_RET or op == FAIL:
@@ -117,8 +124,8 @@ class Reporter:
                 snoozes.append((job, a))
             elif op == LOST_RET or op == LOST:
                 lost_jobs.append(job)
-        if returned:
-            self.returned += returned
+        if freed:
+            # Once per flush, not once per job: the claimer wakes to a batch's worth of room.
             self.w.claimer.freed.set()
         for job in lost_jobs:
             self.stats["lost"] += 1
