@@ -2,6 +2,7 @@
 -- requires: kind_limit
 -- requires: queue_pause
 -- requires: claimable
+-- requires: live_slot
 -- requires: kind_limit_per_key
 -- requires: job_concurrency_key
 -- requires: claimable
@@ -48,14 +49,12 @@ BEGIN
         gated := ARRAY(SELECT l.kind FROM jobs.kind_limit AS l WHERE l.kind = ANY (gated)
                         ORDER BY l.kind FOR UPDATE);
     END IF;
-    -- Slots of leases that ended (done, failed, reaped, cancelled, claimed anew) free up here,
-    -- so the exits from processing need no bookkeeping. A scalar subquery, not NOT EXISTS:
-    -- the planner cannot turn it into a hash anti-join over the whole job table, so each
-    -- slot costs one primary-key probe ("IS NOT DISTINCT FROM": never a partial index).
+    -- Slots of leases that ended (done, failed, reaped, cancelled, claimed anew) free up
+    -- here: every slot of these kinds that jobs.live_slot does not count.
     DELETE FROM jobs.kind_slot AS s
      WHERE s.kind = ANY (gated)
-       AND (SELECT j.lease_version FROM jobs.job AS j
-             WHERE j.id = s.job_id AND j.status IS NOT DISTINCT FROM 'processing') IS DISTINCT FROM s.lease_version;
+       AND NOT EXISTS (SELECT 1 FROM jobs.live_slot AS l
+                        WHERE l.kind = s.kind AND l.job_id = s.job_id AND l.lease_version = s.lease_version);
 
     WITH room AS (
         SELECT l.kind, l.max_running, l.rate_limit, l.max_running_per_key,

@@ -7,6 +7,7 @@
 -- requires: kind_limit_per_key
 -- requires: job_concurrency_key
 -- requires: claimable
+-- requires: live_slot
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.claim_next(worker text, queues text[] DEFAULT NULL, max_jobs integer DEFAULT 1)
 RETURNS SETOF jobs.lease
@@ -56,29 +57,23 @@ BEGIN
     paused := ARRAY(SELECT p.queue FROM jobs.queue_pause AS p);
     -- Kinds at their global limit are passed over, so that their backlog does not take the
     -- places of other kinds' jobs in max_jobs (grant_leases would refuse them anyway). Only
-    -- leases still held count, as in jobs.admit_limited (one primary-key probe per slot:
-    -- a join could become a scan of the job table), and only once the slots recorded, an
-    -- upper bound read from their index alone, reach the limit.
+    -- leases still held count (jobs.live_slot, the rule jobs.admit_limited prunes by), and
+    -- only once the slots recorded, an upper bound read from their index alone, reach the
+    -- limit.
     IF EXISTS (SELECT 1 FROM jobs.kind_limit) THEN
         full_kinds := ARRAY(
             SELECT l.kind FROM jobs.kind_limit AS l
              WHERE (l.max_running <= (SELECT count(*) FROM jobs.kind_slot AS s WHERE s.kind = l.kind)
-                    AND l.max_running <= (SELECT count(*) FROM jobs.kind_slot AS s
-                                           WHERE s.kind = l.kind
-                                             AND (SELECT j.lease_version FROM jobs.job AS j
-                                                   WHERE j.id = s.job_id
-                                                     AND j.status IS NOT DISTINCT FROM 'processing') = s.lease_version))
+                    AND l.max_running <= (SELECT count(*) FROM jobs.live_slot AS s WHERE s.kind = l.kind))
                 OR least(l.rate_limit::double precision,
                          l.tokens + l.rate_limit * date_part('epoch', now() - l.refilled_at)
                                     / date_part('epoch', l.rate_period)) < 1);
         -- Keys at their kind's max_running_per_key: their leases still held, counted as above.
         full_pairs := ARRAY(
             SELECT s.kind || ' ' || s.concurrency_key
-              FROM jobs.kind_slot AS s
+              FROM jobs.live_slot AS s
               JOIN jobs.kind_limit AS l ON l.kind = s.kind
              WHERE l.max_running_per_key IS NOT NULL AND s.concurrency_key IS NOT NULL
-               AND (SELECT j.lease_version FROM jobs.job AS j
-                     WHERE j.id = s.job_id AND j.status IS NOT DISTINCT FROM 'processing') = s.lease_version
              GROUP BY s.kind, s.concurrency_key, l.max_running_per_key
             HAVING count(*) >= l.max_running_per_key);
     END IF;

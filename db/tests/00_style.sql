@@ -343,7 +343,7 @@ SELECT set_eq($$ SELECT type_name FROM type_attrs
                   WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
                                           'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy', 'jobs.schedule',
                                           'jobs.queue_pause', 'jobs.queue_pause_log', 'jobs.kind_limit', 'jobs.kind_slot',
-                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page', 'jobs.job_dependency', 'jobs.relay_feed') $$,
+                                          'jobs.event_retention', 'jobs.redis_settings', 'jobs.page', 'jobs.job_dependency', 'jobs.relay_feed', 'jobs.live_slot') $$,
               ARRAY['jobs.lease', 'jobs.outcome', 'jobs.signal', 'jobs.heartbeat', 'jobs.lease_grant'],
               'style: the standalone composite types are exactly lease, outcome, signal, heartbeat and lease_grant');
 
