@@ -1,7 +1,7 @@
 -- pgTAP tests for jobs.complete_many(job_ids, worker, lease_versions, results): per-item processing -> done.
 -- Contract: docs/design.md §2 (authority predicate per item, accepted = false), §4 (outcome, wake), §5, §8.2.
 BEGIN;
-SELECT plan(36);
+SELECT plan(40);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -131,6 +131,35 @@ SELECT is((SELECT result FROM jobs.job WHERE id = pg_temp.id('v2')), '{"n": 1.79
 
 SELECT is(pg_temp.error_of($$ SELECT * FROM jobs.complete_many(ARRAY[1::bigint], 'w1', '{}', NULL) $$), '22023 jobs.complete_many hint=true',
     'complete_many: the 22023 message names jobs.complete_many and carries a HINT');
+
+-- A refused item is decided once. finish_leases decides again only the items whose row changed
+-- under its UPDATE (a concurrent writer's commit: the isolation specs); an item that does not
+-- hold its lease is left out of the decision at once, not carried round after round (up to
+-- ten) for the UPDATE's re-check to refuse each time. Rounds are counted through jobs.tally,
+-- which finish_leases calls once a round.
+SET LOCAL track_functions = 'pl';
+CREATE FUNCTION pg_temp.rounds(stmt text) RETURNS bigint LANGUAGE plpgsql AS $f$
+DECLARE
+    tally regprocedure := 'jobs.tally(text[], text[], boolean[], double precision[], double precision[], double precision[], integer[], bigint[])';
+    before bigint := (SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE funcid = tally);
+BEGIN
+    EXECUTE stmt;
+    RETURN (SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE funcid = tally) - before;
+END $f$;
+DO $$ BEGIN
+    PERFORM pg_temp.running('once', 'tc.cmany', 'w1');
+    PERFORM pg_temp.running('ended', 'tc.cmany', 'w1');
+    PERFORM jobs.complete(pg_temp.id('ended'), 'w1', 1);
+END $$;
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('ended'), 'w1')), 1::bigint,
+    'complete_many: an item whose lease has ended (the job is done) is refused in one round');
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('once'), 'w2')), 1::bigint,
+    'complete_many: an item naming another worker is refused in one round');
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[0]::bigint[], NULL)', pg_temp.id('once'), 'w1')), 1::bigint,
+    'complete_many: a stale lease_version is refused in one round');
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s, %s], %L, ARRAY[1, 1]::bigint[], NULL)',
+                                pg_temp.id('ended'), pg_temp.id('once'), 'w1')), 1::bigint,
+    'complete_many: a held lease beside a refused one: one round for both');
 
 -- roles
 SET LOCAL ROLE jobs_producer;

@@ -1,6 +1,7 @@
 -- pgTAP tests for jobs.heartbeat_many(job_ids, worker, lease_versions): every lease of a worker in one statement.
 -- Contract: docs/sql-api.md (heartbeat_many): the rule of jobs.heartbeat per item; held true/false/NULL;
--- never waits on a row lock (the NULL case needs a second session: py/tests/test_sql_batches.py).
+-- never waits on a row lock (the NULL case needs a second session: py/tests/test_sql_batches.py and the
+-- isolation spec db/tests/isolation/specs/heartbeat_reap.spec).
 BEGIN;
 SELECT plan(11);
 \ir helpers/lease_helpers.psql

@@ -81,19 +81,19 @@ SELECT results_eq($$ SELECT status, error, finished_at FROM jobs.job WHERE id = 
     'reap: expired cancel-requested job with budget left -> failed, not requeued');
 SELECT is(pg_temp.last_event(pg_temp.id('c')), '(processing,failed,1,w1,cancelled,"lease expired")', 'reap: expired cancel-requested job -> reason cancelled');
 
--- max_jobs: oldest expiry first
+-- max_jobs: oldest expiry first, whatever the ids (the oldest id expired last here)
 DO $$ BEGIN
     PERFORM pg_temp.running('m1', 'tc.reap', 'w1');
     PERFORM pg_temp.running('m2', 'tc.reap', 'w1');
     PERFORM pg_temp.running('m3', 'tc.reap', 'w1');
-    PERFORM pg_temp.elapse(pg_temp.id('m1'), '18 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('m1'), '16 seconds');
     PERFORM pg_temp.elapse(pg_temp.id('m2'), '20 seconds');
-    PERFORM pg_temp.elapse(pg_temp.id('m3'), '16 seconds');
+    PERFORM pg_temp.elapse(pg_temp.id('m3'), '18 seconds');
 END $$;
-SELECT bag_eq($$ SELECT job_id FROM jobs.reap(2) $$, $$ VALUES (pg_temp.id('m2')), (pg_temp.id('m1')) $$,
-    'reap: max_jobs 2 -> the two leases that expired first');
-SELECT is((SELECT status FROM jobs.job WHERE id = pg_temp.id('m3')), 'processing'::jobs.status, 'reap: the expired lease beyond max_jobs waits for the next run');
-SELECT results_eq($$ SELECT job_id FROM jobs.reap(2) $$, $$ VALUES (pg_temp.id('m3')) $$, 'reap: next run takes the rest');
+SELECT bag_eq($$ SELECT job_id FROM jobs.reap(2) $$, $$ VALUES (pg_temp.id('m2')), (pg_temp.id('m3')) $$,
+    'reap: max_jobs 2 -> the two leases that expired first, not the two oldest ids');
+SELECT is((SELECT status FROM jobs.job WHERE id = pg_temp.id('m1')), 'processing'::jobs.status, 'reap: the expired lease beyond max_jobs waits for the next run');
+SELECT results_eq($$ SELECT job_id FROM jobs.reap(2) $$, $$ VALUES (pg_temp.id('m1')) $$, 'reap: next run takes the rest');
 
 -- jobs woken by the jobs it failed are returned too
 DO $$ BEGIN
