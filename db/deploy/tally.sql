@@ -8,7 +8,12 @@
 BEGIN;
 -- What a batch of transitions means for the metrics, recorded in the batch's own
 -- transaction (docs/observability.md): one upsert per batch and kind into this minute's
--- row of this backend's shard, and the dead-letter page. Item i is (kinds[i], reasons[i],
+-- row of this backend's shard, and the dead-letter page. The shard is the session's own
+-- (1 + pid mod 32767; shard 0 is where compact_metrics folds closed minutes): the row stays
+-- locked until the batch's transaction ends, and a transaction that tallies and then stays
+-- open (an outbox producer's, doing its own work after its submit) must hold up nobody
+-- else's claims and completions of the kind. Two sessions alive at once share a shard only
+-- where pids run past 32767 and meet modulo it. Item i is (kinds[i], reasons[i],
 -- expired[i], waits[i], runs[i], latencies[i], retries[i], job_ids[i]); reasons are event
 -- reasons; waits: seconds since the job was due, on its first claim only; runs: seconds the
 -- attempt that ended here ran (NULL when no attempt ended); latencies: seconds since it was
@@ -52,7 +57,7 @@ BEGIN
                   FROM unnest(kinds, reasons, waits) AS u(kind, reason, wait)
                  GROUP BY 1, 2, 3
             )
-            SELECT ROW(date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
+            SELECT ROW(date_trunc('minute', now()), g.kind, (1 + pg_backend_pid() % 32767)::smallint,
                        coalesce(sum(g.n) FILTER (WHERE g.reason = 'submitted'), 0),
                        coalesce(sum(g.n) FILTER (WHERE g.reason = 'claimed'), 0),
                        0, 0, 0, 0,
@@ -93,7 +98,7 @@ BEGIN
           LEFT JOIN jobs.job_type AS t ON t.kind = i.kind
          GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
     )
-    SELECT ROW(date_trunc('minute', now()), g.kind, (pg_backend_pid() % 4)::smallint,
+    SELECT ROW(date_trunc('minute', now()), g.kind, (1 + pg_backend_pid() % 32767)::smallint,
                coalesce(sum(g.n) FILTER (WHERE g.r = 1), 0),
                coalesce(sum(g.n) FILTER (WHERE g.r = 2), 0),
                coalesce(sum(g.n) FILTER (WHERE g.r = 3), 0),

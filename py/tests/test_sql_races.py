@@ -339,3 +339,33 @@ def test_submits_with_ordering_keys_in_opposite_orders_never_deadlock(conn, clea
     results = [o for per in run_together(clean_db, batch) for o in per]
     assert results.count("deadlock") == 0
     assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == THREADS * 3 * 3
+
+
+def test_an_open_transaction_that_tallied_holds_up_no_other_session(conn, clean_db, kind):
+    """Every transition adds to a per-minute rollup row, locked until its transaction ends.
+    An outbox producer submits inside its own transaction and may go on working for a while:
+    its row must be nobody else's, or the sessions sharing it would queue behind it (they did:
+    the row was one of four per minute and kind, picked by pid modulo 4)."""
+    queued = [submit(conn) for _ in range(3)]
+    with psycopg.connect(clean_db) as producer:
+        submit(producer)  # tallied, not committed: the producer works on
+        pid = producer.execute("SELECT pg_backend_pid()").fetchone()[0]
+        others = []
+        try:
+            # Sessions whose pids met the producer's modulo 4 shared its row: take the first
+            # one that would have (new connections until one does), and some that would not.
+            while not any(p % 4 == pid % 4 for _, p in others) or len(others) < 3:
+                c = psycopg.connect(clean_db, autocommit=True)
+                others.append((c, c.execute("SELECT pg_backend_pid()").fetchone()[0]))
+                assert len(others) < 40, "no session with the producer's pid modulo 4"
+            for (c, _), job_id in zip(sorted(others, key=lambda o: o[1] % 4 != pid % 4), queued):
+                # A wait would end in 55P03 (lock_not_available) instead of an answer.
+                c.execute("SET lock_timeout = '500ms'")
+                lease = c.execute("SELECT job_id, lease_version FROM jobs.claim(%s, 'w')", (job_id,)).fetchone()
+                assert lease == (job_id, 1)
+                assert c.execute("SELECT accepted FROM jobs.complete(%s, 'w', 1)", (job_id,)).fetchone()[0]
+        finally:
+            for c, _ in others:
+                c.close()
+        producer.rollback()
+    assert conn.execute("SELECT count(*) FROM jobs.job WHERE status = 'done'").fetchone()[0] == 3
