@@ -35,7 +35,7 @@ POSTGRES_PEERS = ("pgqueuer", "procrastinate")
 # Each peer's fast configuration on 2 cores, chosen by trying the others in docs/performance.md.
 CONFIG = {
     "pgqueuer": ["--processes", "2", "--concurrency", "2", "--batch", "100", "--per-call", "1000"],
-    "procrastinate": ["--processes", "2", "--concurrency", "10", "--per-call", "1000"],
+    "procrastinate": ["--processes", "2", "--concurrency", "10", "--per-call", "1000", "--analyze"],
     "celery": ["--processes", "2", "--pool", "solo", "--prefetch", "64"],
     "rq": ["--processes", "2", "--per-call", "1000"],
 }

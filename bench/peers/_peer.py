@@ -53,7 +53,11 @@ def arguments(system: str, **defaults) -> argparse.Namespace:
     ap.add_argument("--work", default=None, help="directory for consumer logs and marker files")
     ap.add_argument("--timeout", type=float, default=None, help="seconds for the run (default: from --jobs)")
     for name, value in defaults.items():
-        if name not in ("per_call", "processes", "concurrency", "batch"):
+        if name in ("per_call", "processes", "concurrency", "batch"):
+            continue
+        if isinstance(value, bool):
+            ap.add_argument(f"--{name.replace('_', '-')}", action="store_true", default=value)
+        else:
             ap.add_argument(f"--{name.replace('_', '-')}", default=value, type=type(value))
     args = ap.parse_args()
     args.work = Path(args.work or f"/tmp/jobfence_peers_{system}_{os.getpid()}")

@@ -71,12 +71,14 @@ async def run(args) -> dict:
         consumers.start([sys.executable, __file__, "consume", "--dsn", args.dsn, "--work", str(args.work),
                          "--concurrency", str(args.concurrency), "--batch", str(args.batch)], args.processes)
         wait_ready(consumers, args.processes)
-        # Warm consumers (connections, prepared statements) before the timed jobs. The tables
-        # are left to autovacuum, as in production: an ANALYZE here, of an emptied queue
-        # table, plans the dequeue for a handful of rows and cuts its rate twentyfold once
-        # thousands are queued.
+        # Warm consumers (connections, prepared statements) before the timed jobs. With
+        # --analyze the tables then get statistics; by default not: of the emptied queue table
+        # they plan the dequeue for a handful of rows, which cut its rate twentyfold once
+        # thousands were queued.
         await queries.enqueue(["probe"] * WARM_UP, [None] * WARM_UP, [0] * WARM_UP)
         await until("the warm-up jobs", conn, "probe", WARM_UP, consumers, 120)
+        if args.analyze:
+            await conn.execute("ANALYZE pgqueuer, pgqueuer_log")
         progress(SYSTEM, f"consumers ready; enqueuing {args.jobs:,} jobs, {args.per_call} per call")
         cpu0 = consumers.cpu_seconds()
         t0 = time.monotonic()
@@ -89,13 +91,17 @@ async def run(args) -> dict:
         cpu = consumers.cpu_seconds() - cpu0
         rss = consumers.peak_rss()
         consumers.stop()
+        # Statistics first (the timed part is over): unplanned, reading the records took
+        # longer than the run.
+        await conn.execute("ANALYZE pgqueuer_log")
         rows = await conn.fetch(
-            "SELECT extract(epoch FROM q.created)::float8, extract(epoch FROM s.created)::float8 "
-            "FROM pgqueuer_log q JOIN pgqueuer_log s ON s.job_id = q.job_id AND s.status = 'successful' "
-            "WHERE q.status = 'queued' AND q.entrypoint = 'noop'")
+            "SELECT extract(epoch FROM min(created) FILTER (WHERE status = 'queued'))::float8, "
+            "       extract(epoch FROM max(created) FILTER (WHERE status = 'successful'))::float8 "
+            "FROM pgqueuer_log WHERE entrypoint = 'noop' GROUP BY job_id")
         config = {"processes": args.processes, "queue_managers_per_process": args.concurrency,
                   "batch_size": args.batch, "enqueue_per_call": args.per_call,
-                  "driver": "asyncpg", "event_loop": "uvloop", "durability": "durable"}
+                  "driver": "asyncpg", "event_loop": "uvloop", "durability": "durable",
+                  "analyzed_after_warm_up": args.analyze}
         return figures(SYSTEM, pgqueuer.__version__, args, config, [tuple(r) for r in rows], wall,
                        submitted, cpu, rss, "pgqueuer_log: queued -> successful")
     finally:
@@ -104,7 +110,7 @@ async def run(args) -> dict:
 
 
 def main() -> None:
-    args = arguments(SYSTEM, processes=2, concurrency=2, batch=100, per_call=1000)
+    args = arguments(SYSTEM, processes=2, concurrency=2, batch=100, per_call=1000, analyze=False)
     if not args.dsn:
         sys.exit(f"{SYSTEM}: --dsn (a scratch database) is required")
     uvloop = need("uvloop")
