@@ -127,7 +127,7 @@ def run_peer(settings: Settings, admin, system: str, jobs: int, rnd: int, redis_
 def run_jobfence(settings: Settings, admin, jobs: int) -> dict:
     """judged.one_run, with the same figures the peers give, from jobs.job's rows."""
     rss: dict = {}
-    wall_rate, _, _ = judged.one_run(settings, admin, jobs, rss=rss)
+    wall_rate, cpu, _ = judged.one_run(settings, admin, jobs, rss=rss)
     # The run's jobs are the last `jobs` ids (the probe job came before them).
     n, span, p50, p99, worst = admin.execute(
         "SELECT count(*), extract(epoch FROM max(finished_at) - min(created_at))::float8, "
@@ -138,6 +138,7 @@ def run_jobfence(settings: Settings, admin, jobs: int) -> dict:
     reset(admin)
     return {"system": "jobfence", "jobs": jobs, "jobs_per_s": n / span, "span_s": span,
             "wall_jobs_per_s": wall_rate, "measured_from": "jobs.job: created_at -> finished_at",
+            "consumer_cpu_us_per_job": cpu["workers"] + cpu["relay"], "cpu_us_per_job": cpu,
             "latency_ms": {"p50": p50, "p99": p99, "max": worst},
             "rss": {"processes": len(procs), "max_mb": max(procs, default=None), "total_mb": sum(procs) or None,
                     "workers_mb": rss.get("workers"), "relay_mb": rss.get("relay")},
