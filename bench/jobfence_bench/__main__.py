@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import api, ceilings, e2e, judged, notify, observe, pooler, report, scale, sqlpath
+from . import api, ceilings, e2e, judged, notify, observe, peers, pooler, report, scale, sqlpath
 from .common import RESULTS, ROOT, Settings, connect, create_plain_table, progress, scalar, stop_all
 
-SECTIONS = ("ceilings", "sql", "notify", "observe", "e2e", "judged", "api", "scale", "pooler")
+SECTIONS = ("ceilings", "sql", "notify", "observe", "e2e", "judged", "api", "scale", "pooler", "peers")
 
 
 def _terminate(signum, frame):
@@ -58,15 +58,23 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="py-spy one worker of the judged configuration (py-spy on PATH)")
     ap.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections")
+    ap.add_argument("--peers", action="store_true",
+                    help="run the peers section (PgQueuer, procrastinate, Celery, RQ beside the judged "
+                         "configuration); the same as --only peers")
     args = ap.parse_args()
+    if args.peers:
+        args.only = (args.only or []) + ["peers"]
     url = os.environ["JOBFENCE_BENCH_URL"]
     redis_url = os.environ.get("JOBFENCE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
     _local(url)
     _local(redis_url)
+    if os.environ.get("JOBFENCE_BENCH_PEERS_REDIS_URL"):
+        _local(os.environ["JOBFENCE_BENCH_PEERS_REDIS_URL"])
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
-    # Through PgBouncer is part of the full run; --quick takes it only when asked (--only).
-    sections = args.only or [s for s in SECTIONS if not (args.quick and s == "pooler")]
+    # Through PgBouncer and the peers are part of the full run; --quick takes them only when
+    # asked (--only, --peers).
+    sections = args.only or [s for s in SECTIONS if not (args.quick and s in ("pooler", "peers"))]
     settings = Settings(url=url, redis_url=redis_url, quick=args.quick,
                         seconds=1.0 if args.quick else 5.0, queue=f"bench_{os.getpid()}",
                         work=Path(tempfile.mkdtemp(prefix="jobfence_bench_")), profile=args.profile)
@@ -106,6 +114,9 @@ def main() -> int:
             if "pooler" in sections:
                 progress("8. through PgBouncer: 1 to 8 worker processes")
                 results["pooler"] = pooler.run(settings, admin)
+            if "peers" in sections:
+                progress("9. beside the peers: PgQueuer, procrastinate, Celery, RQ, alternating with the judged run")
+                results["peers"] = peers.run(settings, admin)
     except KeyboardInterrupt as exc:
         progress(f"interrupted ({exc}): cleaning up")
         results["interrupted"] = str(exc)
@@ -120,6 +131,7 @@ def main() -> int:
             progress(f"wrote {path.relative_to(ROOT)}" + "".join(f", {c.relative_to(ROOT)}" for c in charts))
         failed = [c for c in results.get("e2e", {}).get("configs", []) if c.get("error")]
         failed += [results["api"]] if results.get("api", {}).get("error") else []
+        failed += [s for s in results.get("peers", {}).get("systems", {}).values() if s.get("errors")]
         if failed or sys.exc_info()[0] is not None:  # keep the logs of a run that failed
             progress(f"worker and relay logs kept in {settings.work}")
         else:

@@ -117,11 +117,16 @@ class Counters:
 _children: list[subprocess.Popen] = []
 
 
-def spawn(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+def spawn(args: list[str], log: Path, env: dict | None = None, out: Path | None = None) -> subprocess.Popen:
+    """A child process logging to `log`; with `out`, its stdout goes there instead (a result
+    to parse, kept apart from its progress lines)."""
     fh = open(log, "ab")
-    proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})}, cwd=ROOT)
+    fo = open(out, "wb") if out else None
+    proc = subprocess.Popen(args, stdout=fo or fh, stderr=fh if fo else subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=ROOT)
     fh.close()
+    if fo:
+        fo.close()
     _children.append(proc)
     return proc
 

@@ -15,7 +15,7 @@ import time
 from psycopg.types.json import Jsonb
 
 from . import ceilings, profile
-from .common import Settings, connect, figure, progress, reset, scalar, stop
+from .common import Settings, connect, figure, peak_rss_mb, progress, reset, scalar, stop
 from .e2e import start_relay, start_workers, wait_ready
 
 JOBS = 60_000
@@ -43,8 +43,10 @@ def _cpu(workers: list, relay) -> dict[str, float]:
             "postgres": sum(_ticks(p) for p in _pids("postgres")) / hz}
 
 
-def one_run(settings: Settings, admin, jobs: int, spy: float = 0.0) -> tuple[float, dict, dict]:
-    """One timed run; with `spy` seconds, py-spy the workers and the relay meanwhile."""
+def one_run(settings: Settings, admin, jobs: int, spy: float = 0.0,
+            rss: dict | None = None) -> tuple[float, dict, dict]:
+    """One timed run; with `spy` seconds, py-spy the workers and the relay meanwhile; with
+    `rss`, fill it with the peak resident set (MB) of each worker and of the relay."""
     from jobfence import Client
 
     reset(admin)
@@ -79,6 +81,8 @@ def one_run(settings: Settings, admin, jobs: int, spy: float = 0.0) -> tuple[flo
                 time.sleep(0.02)
             elapsed = time.perf_counter() - t0
             after = _cpu(workers, relay)
+            if rss is not None:  # VmHWM goes with the process: read it before they stop
+                rss.update({"workers": [peak_rss_mb(p.pid) for p in workers], "relay": peak_rss_mb(relay.pid)})
         spied = profile.finish(spying, spy)
     finally:
         for p in workers + [relay]:

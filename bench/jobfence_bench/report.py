@@ -171,6 +171,7 @@ def table(res: dict) -> str:
                 f"{k} {v / 2**20:,.0f} MiB" for k, v in b.items()))
     lines += api_table(res.get("api"))
     lines += pooler_table(res.get("pooler"))
+    lines += peers_table(res.get("peers"))
     lines += targets(res)
     return "\n".join(lines)
 
@@ -201,6 +202,51 @@ def pooler_table(pooler: dict | None) -> list[str]:
             calls = r["pg_waits"].get("lock waits by call")
             if calls:
                 lines.append("    row-lock waits in: " + ", ".join(f"{k} {v:.0%}" for k, v in calls.items()))
+    return lines
+
+
+def peers_table(peers: dict | None) -> list[str]:
+    """Each system's jobs/s from its own records, and jobfence's over it round by round."""
+    if not peers:
+        return []
+    if peers.get("skipped"):
+        return [f"9. beside the peers: skipped ({peers['skipped']})"]
+    lines = [f"9. beside the peers: {peers['jobs']:,} no-op jobs, producer running while the consumers "
+             f"consume, {peers['rounds']} rounds in turn ({', '.join(peers['order'])});",
+             "   jobs/s from each one's own records, first submit to last finish; ratio = jobfence ÷ it, "
+             "round by round"]
+    for name, s in peers["systems"].items():
+        label = f"  {name}{' ' + s['version'] if s.get('version') else ''}"
+        for err in s.get("errors", []):
+            lines.append(f"{label}: a run failed: {err.strip().splitlines()[-1][:90] if err.strip() else '?'}")
+        fig = s["jobs_per_s"]
+        if fig["median"] is None:
+            continue
+        r = s.get("jobfence_over_it")
+        lines.append(ROW.format(label + ": jobs/s", _fmt(fig["median"]), f"{_fmt(fig['min'])}–{_fmt(fig['max'])}",
+                                f"{r['median']:.2f}" if r and r["median"] else "",
+                                "jobs/s" + (" jobfence ÷ it (pairwise)" if r and r["median"] else "")))
+        if r and r["median"]:
+            lines.append(ROW.format("    jobfence ÷ it, each round", "", " / ".join(f"{x:.2f}" for x in r["runs"]),
+                                    "", "x"))
+        lat = [s["latency_p50_ms"]["median"], s["latency_p99_ms"]["median"]]
+        if None not in lat:
+            lines.append(ROW.format("    submit→finish p50 / p99 under that load", " / ".join(f"{x:,.0f}" for x in lat),
+                                    "", "", "ms"))
+        if s["submit_per_s"]["median"]:
+            _row(lines, "    the producer's submit rate", s["submit_per_s"])
+        if s["rss_max_mb"]["median"]:
+            lines.append(ROW.format(f"    peak RSS: largest process / all {s['processes']} processes",
+                                    f"{s['rss_max_mb']['median']:.0f} / {s['rss_total_mb']['median']:.0f}",
+                                    "", "", "MB"))
+        lines.append(f"    not guaranteed: {s['not_guaranteed']}" if name != "jobfence" else
+                     f"    {s['not_guaranteed']}")
+    fastest = peers.get("fastest_peer")
+    if fastest:
+        r = peers["systems"][fastest]["jobfence_over_it"]
+        if r and r["median"]:
+            lines.append(ROW.format(f"  jobfence ÷ the fastest peer ({fastest})", "", "", f"{r['median']:.2f}",
+                                    "x, pairwise median"))
     return lines
 
 
