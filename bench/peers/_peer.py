@@ -285,3 +285,16 @@ def figures(system: str, version: str, args, config: dict, pairs: list[tuple[flo
 
 def emit(result: dict) -> None:
     print(json.dumps(result), flush=True)
+
+
+def produce_and_report(system: str, produce, errors: tuple = ()) -> None:
+    """How every driver's producer side ends: its figures as one JSON line; a signal, exit 130;
+    a wrong URL or a server away (RuntimeError, OSError or one of the peer's `errors`), one
+    line instead of a traceback."""
+    on_signals()
+    try:
+        emit(produce())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (RuntimeError, OSError, *errors) as exc:
+        sys.exit(str(exc) if isinstance(exc, RuntimeError) else f"{system}: {type(exc).__name__}: {exc}")

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from _peer import (Consumers, Stamps, arguments, emit, figures, forget_redis, mark_ready, need,
-                   on_signals, progress, wait_for, wait_ready)
+from _peer import (Consumers, Stamps, arguments, figures, forget_redis, mark_ready, need,
+                   produce_and_report, progress, wait_for, wait_ready)
 
 SYSTEM = "celery"
 QUEUE = "jobfence_bench_peers"
@@ -118,14 +118,7 @@ def main() -> None:
         sys.exit(f"{SYSTEM}: --redis-url (a Redis database of its own) is required")
     app.conf.broker_url = args.redis_url
     app.conf.broker_transport_options = {"global_keyprefix": args.redis_prefix + ":"}
-    on_signals()
-    try:
-        emit(run(args))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (RuntimeError, OSError, need("redis").exceptions.ConnectionError) as exc:
-        # a wrong URL or a server away is one line, not a traceback
-        sys.exit(str(exc) if isinstance(exc, RuntimeError) else f"{SYSTEM}: {type(exc).__name__}: {exc}")
+    produce_and_report(SYSTEM, lambda: run(args), (need("redis").exceptions.ConnectionError,))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from _peer import (Consumers, arguments, emit, figures, mark_ready, need, on_signals, progress,
+from _peer import (Consumers, arguments, figures, mark_ready, need, produce_and_report, progress,
                    wait_ready)
 
 SYSTEM = "pgqueuer"
@@ -117,14 +117,7 @@ def main() -> None:
     if args.role == "consume":
         uvloop.run(consume(args))
         return
-    on_signals()
-    try:
-        emit(uvloop.run(run(args)))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (RuntimeError, OSError, need("asyncpg").PostgresError) as exc:
-        # a wrong URL or a server away is one line, not a traceback
-        sys.exit(str(exc) if isinstance(exc, RuntimeError) else f"{SYSTEM}: {type(exc).__name__}: {exc}")
+    produce_and_report(SYSTEM, lambda: uvloop.run(run(args)), (need("asyncpg").PostgresError,))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import asyncio
 import sys
 import time
 
-from _peer import (Consumers, arguments, emit, figures, mark_ready, need, on_signals, progress,
+from _peer import (Consumers, arguments, figures, mark_ready, need, produce_and_report, progress,
                    wait_ready)
 
 SYSTEM = "procrastinate"
@@ -133,15 +133,8 @@ def main() -> None:
     if args.role == "consume":
         asyncio.run(consume(args))
         return
-    on_signals()
-    try:
-        emit(asyncio.run(run(args)))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (RuntimeError, OSError, need("procrastinate").exceptions.ConnectorException,
-            need("psycopg").Error) as exc:
-        # a wrong URL or a server away is one line, not a traceback
-        sys.exit(str(exc) if isinstance(exc, RuntimeError) else f"{SYSTEM}: {type(exc).__name__}: {exc}")
+    produce_and_report(SYSTEM, lambda: asyncio.run(run(args)),
+                       (need("procrastinate").exceptions.ConnectorException, need("psycopg").Error))
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ import sys
 import time
 from datetime import timezone
 
-from _peer import (Consumers, arguments, emit, figures, forget_redis, mark_ready, need, on_signals,
-                   progress, wait_for, wait_ready)
+from _peer import (Consumers, arguments, figures, forget_redis, mark_ready, need,
+                   produce_and_report, progress, wait_for, wait_ready)
 
 SYSTEM = "rq"
 QUEUE = "jobfence_bench_peers"
@@ -112,14 +112,7 @@ def main() -> None:
     if args.role == "consume":
         consume(args)
         return
-    on_signals()
-    try:
-        emit(run(args))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (RuntimeError, OSError, need("redis").exceptions.ConnectionError) as exc:
-        # a wrong URL or a server away is one line, not a traceback
-        sys.exit(str(exc) if isinstance(exc, RuntimeError) else f"{SYSTEM}: {type(exc).__name__}: {exc}")
+    produce_and_report(SYSTEM, lambda: run(args), (need("redis").exceptions.ConnectionError,))
 
 
 if __name__ == "__main__":
