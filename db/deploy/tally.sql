@@ -34,6 +34,7 @@ AS $$
 DECLARE
     dead bigint[];
     added jobs.metric_minute[];
+    shard smallint := 1 + pg_backend_pid() % 32767;
 BEGIN
     IF coalesce(cardinality(kinds), 0) = 0 THEN
         RETURN 0;
@@ -57,7 +58,7 @@ BEGIN
                   FROM unnest(kinds, reasons, waits) AS u(kind, reason, wait)
                  GROUP BY 1, 2, 3
             )
-            SELECT ROW(date_trunc('minute', now()), g.kind, (1 + pg_backend_pid() % 32767)::smallint,
+            SELECT ROW(date_trunc('minute', now()), g.kind, shard,
                        coalesce(sum(g.n) FILTER (WHERE g.reason = 'submitted'), 0),
                        coalesce(sum(g.n) FILTER (WHERE g.reason = 'claimed'), 0),
                        0, 0, 0, 0,
@@ -98,7 +99,7 @@ BEGIN
           LEFT JOIN jobs.job_type AS t ON t.kind = i.kind
          GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
     )
-    SELECT ROW(date_trunc('minute', now()), g.kind, (1 + pg_backend_pid() % 32767)::smallint,
+    SELECT ROW(date_trunc('minute', now()), g.kind, shard,
                coalesce(sum(g.n) FILTER (WHERE g.r = 1), 0),
                coalesce(sum(g.n) FILTER (WHERE g.r = 2), 0),
                coalesce(sum(g.n) FILTER (WHERE g.r = 3), 0),

@@ -48,7 +48,7 @@ class Claimer:
         self.w = worker
         self.db = worker.db
         self.claimed = 0  # written by this thread only
-        self.freed = threading.Event()  # set as handlers return (Reporter.add)
+        self.freed = threading.Event()  # set by the reporter's flush once handlers returned
         # Paces the loop after claims that failed for reasons other than a lost server.
         self._claim_backoff = Backoff(first=0.5, cap=5.0)
         self._loggers: dict[str, logging.Logger] = {}
