@@ -232,3 +232,16 @@ def test_claimed_jobs_waiting_for_a_handler_keep_their_leases(procs, client):
     claimed = [client.get(i).claimed_at for i in ids]
     assert claimed[0] == claimed[1], "one claim round trip for both"
     assert not w.find("heartbeat_lost")
+
+
+def test_a_result_is_sent_as_the_text_its_check_encoded(conn):
+    # The worker checks a result with one strict dump and sends that text: no second
+    # encoding. A None result is SQL NULL, not the jsonb 'null'.
+    from jobfence.worker.common import encode_result
+
+    problem, sendable = encode_result({"ok": True, "n": [1, 2.5, "é"]})
+    assert problem is None
+    assert conn.execute("SELECT %s::jsonb", (sendable,)).fetchone()[0] == {"ok": True, "n": [1, 2.5, "é"]}
+    assert encode_result(None) == (None, None)
+    assert encode_result(float("nan"))[0].startswith("result is not JSON")
+    assert "NUL" in encode_result({"s": "a\x00b"})[0]

@@ -8,6 +8,8 @@ import os
 import socket
 from typing import Any, Protocol
 
+from psycopg.types.json import Jsonb
+
 from .. import log as jlog
 from ..app import Context, Task
 from ..rows import Lease
@@ -84,18 +86,24 @@ class JobLogger(logging.LoggerAdapter):
         return msg, kwargs
 
 
-def check_result(result: Any) -> str | None:
-    """Why PostgreSQL would reject ``result`` as jsonb, or None when it is fine. Cheap enough
-    for every job: one strict dump, plus a walk only in the rare case a NUL may be present."""
+def encode_result(result: Any) -> tuple[str | None, Jsonb | None]:
+    """``(problem, None)`` when PostgreSQL would reject ``result`` as jsonb, else ``(None,
+    sendable)``: the result as the jsonb parameter of its completion, encoded here once (the
+    check's own dump is what is sent), or None for a None result (SQL NULL). Cheap enough for
+    every job: one strict dump, plus a walk only in the rare case a NUL may be present."""
     try:
         text = json.dumps(result, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        return f"result is not JSON: {type(exc).__name__}: {exc}"
+        return f"result is not JSON: {type(exc).__name__}: {exc}", None
     # json.dumps writes NUL as the escape \u0000, which jsonb refuses. The escape text itself
     # ("\\u0000" in a string) also matches here, so confirm with a walk before refusing.
     if "\\u0000" in text and _has_nul(result):
-        return "result holds a NUL character (\\x00), which jsonb cannot store"
-    return None
+        return "result holds a NUL character (\\x00), which jsonb cannot store", None
+    return None, (None if result is None else Jsonb(text, dumps=_as_is))
+
+
+def _as_is(text: str) -> str:
+    return text
 
 
 def _has_nul(value: Any) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import tracing
 from ..errors import Cancelled, LeaseLost, NonRetryable, Snooze
-from .common import RETURNED, RUNNING, Host, Job, check_result, event, logger
+from .common import RETURNED, RUNNING, Host, Job, encode_result, event, logger
 from .reporter import DONE, FAIL_RET, GONE, LOST_RET, OK, SNOOZE
 
 
@@ -58,13 +58,13 @@ class Outcomes:
 
     def returned(self, job: Job, result: Any) -> None:
         job.state = RETURNED
-        problem = check_result(result)
+        problem, sendable = encode_result(result)
         if problem is not None:
             self.rejected(job, problem)
         elif job.take():
             if job.span is not None:
                 tracing.succeeded(job)
-            self.add(OK, job, result)
+            self.add(OK, job, sendable)
         else:
             self.gone(job)  # timed out, lost or handed back meanwhile: discard
 
@@ -159,13 +159,13 @@ class Outcomes:
         try:
             with stack, (tracing.running(job) if job.span is not None else contextlib.nullcontext()):
                 result = job.task.handler(job.job_id, job.lease.payload, job.ctx)
-                problem = check_result(result)
+                problem, sendable = encode_result(result)
                 if problem is not None:
                     raise _Rejected(problem)
                 if not job.take():
                     raise _Discard()  # timed out or handed back: leaving rolls back
                 owned = True
-                outcome = w.db.complete_lease(job.lease, w.name, result, conn=job.ctx.tx)
+                outcome = w.db.complete_lease(job.lease, w.name, sendable, conn=job.ctx.tx)
         except _Discard:
             job.state = RETURNED
             self.gone(job)

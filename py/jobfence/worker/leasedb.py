@@ -23,7 +23,11 @@ from ..rows import Lease
 
 
 def _jsonb(value: Any) -> Jsonb | None:
-    return None if value is None else Jsonb(value)
+    """A value as a jsonb parameter; one already wrapped (the executor's results, encoded
+    once where they were checked) goes as it is."""
+    if value is None or isinstance(value, Jsonb):
+        return value
+    return Jsonb(value)
 
 
 def _complete_params(items: Sequence[tuple[Lease, Any]], worker: str) -> dict:
