@@ -186,27 +186,50 @@ def wait_ready(consumers: Consumers, n: int, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+class _Watch:
+    """The rules of a wait for the last job, checked once per poll: the consumers still
+    alive, the count never going down, progress within `stall` seconds, all within `timeout`."""
+
+    def __init__(self, what: str, target: int, consumers: Consumers, timeout: float, stall: float):
+        self.what, self.target, self.consumers = what, target, consumers
+        self.timeout, self.stall = timeout, stall
+        self.deadline = time.monotonic() + timeout
+        self.last, self.moved = -1, time.monotonic()
+
+    def check(self, n: int) -> None:
+        self.consumers.check()
+        now = time.monotonic()
+        if n < self.last:
+            raise RuntimeError(f"{self.consumers.system}: {self.what}: the count of done went from {self.last:,} "
+                               f"down to {n:,}: its records were deleted under the run (FLUSHDB by another "
+                               "user of this Redis database? JOBFENCE_BENCH_PEERS_REDIS_URL picks another)")
+        if n != self.last:
+            self.last, self.moved = n, now
+        if now > self.deadline or now - self.moved > self.stall:
+            raise RuntimeError(f"{self.consumers.system}: {self.what}: {n:,} of {self.target:,} done, "
+                               + ("no progress for {:.0f} s".format(now - self.moved) if now <= self.deadline
+                                  else f"not all within {self.timeout:.0f} s"))
+
+
 def wait_for(what: str, count, target: int, consumers: Consumers, timeout: float, stall: float = 60,
              every: float = 0.2) -> None:
     """Poll `count()` until it reaches `target`. The figures come from the peer's records, not
     from this loop, so polling gently only delays the end of the run, never moves a figure. A
     count that stops moving for `stall` seconds ends the run early: those jobs are not coming."""
-    deadline = time.monotonic() + timeout
-    last, moved = -1, time.monotonic()
+    watch = _Watch(what, target, consumers, timeout, stall)
     while (n := count()) < target:
-        consumers.check()
-        now = time.monotonic()
-        if n < last:
-            raise RuntimeError(f"{consumers.system}: {what}: the count of done went from {last:,} down to {n:,}: "
-                               "its records were deleted under the run (FLUSHDB by another user of this "
-                               "Redis database? JOBFENCE_BENCH_PEERS_REDIS_URL picks another)")
-        if n != last:
-            last, moved = n, now
-        if now > deadline or now - moved > stall:
-            raise RuntimeError(f"{consumers.system}: {what}: {n:,} of {target:,} done, "
-                               + ("no progress for {:.0f} s".format(now - moved) if now <= deadline
-                                  else f"not all within {timeout:.0f} s"))
+        watch.check(n)
         time.sleep(every)
+
+
+async def wait_for_async(what: str, count, target: int, consumers: Consumers, timeout: float,
+                         stall: float = 60, every: float = 0.2) -> None:
+    """`wait_for` for the asyncio peers: `count` is a coroutine function."""
+    import asyncio
+    watch = _Watch(what, target, consumers, timeout, stall)
+    while (n := await count()) < target:
+        watch.check(n)
+        await asyncio.sleep(every)
 
 
 class Stamps:

@@ -18,7 +18,7 @@ import sys
 import time
 
 from _peer import (Consumers, arguments, figures, mark_ready, need, produce_and_report, progress,
-                   wait_ready)
+                   wait_for_async, wait_ready)
 
 SYSTEM = "pgqueuer"
 WARM_UP = 1000
@@ -51,15 +51,6 @@ async def count(conn, entrypoint: str) -> int:
                                "AND entrypoint = $1", entrypoint)
 
 
-async def until(what: str, conn, entrypoint: str, n: int, consumers: Consumers, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while await count(conn, entrypoint) < n:
-        consumers.check()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{SYSTEM}: {what} not done within {timeout:.0f} s")
-        await asyncio.sleep(0.2)
-
-
 async def run(args) -> dict:
     asyncpg = need("asyncpg")
     pgqueuer = need("pgqueuer")
@@ -76,7 +67,7 @@ async def run(args) -> dict:
         # they plan the dequeue for a handful of rows, which cut its rate twentyfold once
         # thousands were queued.
         await queries.enqueue(["probe"] * WARM_UP, [None] * WARM_UP, [0] * WARM_UP)
-        await until("the warm-up jobs", conn, "probe", WARM_UP, consumers, 120)
+        await wait_for_async("the warm-up jobs", lambda: count(conn, "probe"), WARM_UP, consumers, 120)
         if args.analyze:
             await conn.execute("ANALYZE pgqueuer, pgqueuer_log")
         progress(SYSTEM, f"consumers ready; enqueuing {args.jobs:,} jobs, {args.per_call} per call")
@@ -86,7 +77,7 @@ async def run(args) -> dict:
             k = min(args.per_call, args.jobs - start)
             await queries.enqueue(["noop"] * k, [None] * k, [0] * k)
         submitted = time.monotonic() - t0
-        await until(f"{args.jobs:,} jobs", conn, "noop", args.jobs, consumers, args.timeout)
+        await wait_for_async(f"{args.jobs:,} jobs", lambda: count(conn, "noop"), args.jobs, consumers, args.timeout)
         wall = time.monotonic() - t0
         cpu = consumers.cpu_seconds() - cpu0
         rss = consumers.peak_rss()

@@ -17,7 +17,7 @@ import sys
 import time
 
 from _peer import (Consumers, arguments, figures, mark_ready, need, produce_and_report, progress,
-                   wait_ready)
+                   wait_for_async, wait_ready)
 
 SYSTEM = "procrastinate"
 QUEUE = "bench"
@@ -56,15 +56,6 @@ async def succeeded(app, task: str) -> int:
         return (await cur.fetchone())[0]
 
 
-async def until(what: str, app, task: str, n: int, consumers: Consumers, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while await succeeded(app, task) < n:
-        consumers.check()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{SYSTEM}: {what} not done within {timeout:.0f} s")
-        await asyncio.sleep(0.2)
-
-
 async def warm_up(app, consumers: Consumers, start_workers, analyze: bool) -> None:
     """Warm workers (pool connections, prepared statements) before the timed jobs, with
     WARM_UP jobs of another task that the figures leave out. With `analyze`, the tables get
@@ -79,7 +70,7 @@ async def warm_up(app, consumers: Consumers, start_workers, analyze: bool) -> No
         async with app.connector.pool.connection() as conn:
             await conn.execute("ANALYZE procrastinate_jobs, procrastinate_events")
     start_workers()
-    await until("the warm-up jobs", app, "probe", WARM_UP, consumers, 120)
+    await wait_for_async("the warm-up jobs", lambda: succeeded(app, "probe"), WARM_UP, consumers, 120)
 
 
 async def run(args) -> dict:
@@ -102,7 +93,7 @@ async def run(args) -> dict:
             for start in range(0, args.jobs, args.per_call):
                 await noop.batch_defer_async(*({} for _ in range(min(args.per_call, args.jobs - start))))
             submitted = time.monotonic() - t0
-            await until(f"{args.jobs:,} jobs", app, "noop", args.jobs, consumers, args.timeout)
+            await wait_for_async(f"{args.jobs:,} jobs", lambda: succeeded(app, "noop"), args.jobs, consumers, args.timeout)
             wall = time.monotonic() - t0
             cpu = consumers.cpu_seconds() - cpu0
             rss = consumers.peak_rss()
