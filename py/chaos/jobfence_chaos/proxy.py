@@ -112,6 +112,13 @@ class StallProxy:
                 self._server.close()
             for w in list(self._writers):
                 w.close()
+            # Connections still being served (or accepted a moment ago, their pumps not yet
+            # started) end here, not with the loop: a pump never started would be reported
+            # as a coroutine never awaited.
+            serving = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in serving:
+                task.cancel()
+            await asyncio.gather(*serving, return_exceptions=True)
 
         try:
             asyncio.run_coroutine_threadsafe(shut(), self.loop).result(5)
@@ -119,3 +126,5 @@ class StallProxy:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self.loop.close()
