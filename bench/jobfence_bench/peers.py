@@ -127,17 +127,17 @@ def run_peer(settings: Settings, admin, system: str, jobs: int, rnd: int, redis_
 def run_jobfence(settings: Settings, admin, jobs: int) -> dict:
     """judged.one_run, with the same figures the peers give, from jobs.job's rows."""
     rss: dict = {}
-    wall_rate, cpu, _ = judged.one_run(settings, admin, jobs, rss=rss)
+    # one_run reads its rate from the run's rows (first created_at to last finished_at).
+    rate, cpu, _ = judged.one_run(settings, admin, jobs, rss=rss)
     # The run's jobs are the last `jobs` ids (the probe job came before them).
-    n, span, p50, p99, worst = admin.execute(
-        "SELECT count(*), extract(epoch FROM max(finished_at) - min(created_at))::float8, "
-        "percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) "
-        "FROM (SELECT created_at, finished_at, extract(epoch FROM finished_at - created_at)::float8 * 1000 AS ms "
+    p50, p99, worst = admin.execute(
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) "
+        "FROM (SELECT extract(epoch FROM finished_at - created_at)::float8 * 1000 AS ms "
         "      FROM jobs.job ORDER BY id DESC LIMIT %s) j", (jobs,)).fetchone()
     procs = [m for m in rss.get("workers", []) + [rss.get("relay")] if m]
     reset(admin)
-    return {"system": "jobfence", "jobs": jobs, "jobs_per_s": n / span, "span_s": span,
-            "wall_jobs_per_s": wall_rate, "measured_from": "jobs.job: created_at -> finished_at",
+    return {"system": "jobfence", "jobs": jobs, "jobs_per_s": rate, "span_s": jobs / rate,
+            "measured_from": "jobs.job: created_at -> finished_at",
             "consumer_cpu_us_per_job": cpu["workers"] + cpu["relay"], "cpu_us_per_job": cpu,
             "latency_ms": {"p50": p50, "p99": p99, "max": worst},
             "rss": {"processes": len(procs), "max_mb": max(procs, default=None), "total_mb": sum(procs) or None,
