@@ -137,10 +137,35 @@ def wait_until(predicate, timeout=20.0, interval=0.05, what="condition"):
     pytest.fail(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Ports for the servers the tests start, taken below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range starts at 32768): a port the kernel hands out (bind to 0)
+# is free only until the next outgoing connection of the suite's many clients takes it as
+# its local port, and a server started a moment later then cannot bind it. Never the same
+# port twice in one process: three picks in a row can otherwise meet.
+_PORTS = range(20000, 32768)
+_handed_out: set[int] = set()
+
+
+def _free_port(pair_offset: int | None = None) -> int:
+    """A port no process listens on, below the ephemeral range. With ``pair_offset``, one
+    whose ``port + pair_offset`` is free and below it too (a Redis Cluster node's bus port)."""
+    import random
+
+    top = _PORTS.stop - (pair_offset or 0)
+    for _ in range(500):
+        port = random.randrange(_PORTS.start, top)
+        wanted = (port,) if pair_offset is None else (port, port + pair_offset)
+        if _handed_out.intersection(wanted):
+            continue
+        try:
+            for candidate in wanted:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        _handed_out.update(wanted)
+        return port
+    raise RuntimeError(f"no free port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 class RedisServer:

@@ -12,13 +12,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from conftest import _free_port
+
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PgBouncer:

@@ -3,18 +3,13 @@ primary with a replica watched by a Sentinel, and a three-node Redis Cluster."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import _free_port
 
 
 def _wait(predicate, timeout: float, what: str):
@@ -88,28 +83,12 @@ sentinel parallel-syncs {self.SERVICE} 1
                 proc.wait(10)
 
 
-def _free_cluster_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free and valid too."""
-    import random
-
-    for _ in range(200):
-        port = random.randint(20000, 45000)
-        try:
-            for candidate in (port, port + 10000):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", candidate))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port pair for a cluster node")
-
-
 class Cluster:
     """Three primaries, no replicas: every hash slot served, queues spread over nodes."""
 
     def __init__(self, workdir: Path, nodes: int = 3):
         self.dir = workdir
-        self.ports = [_free_cluster_port() for _ in range(nodes)]
+        self.ports = [_free_port(pair_offset=10000) for _ in range(nodes)]
         self.procs: list[subprocess.Popen] = []
 
     @property

@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import psycopg
 
+from conftest import _free_port
+
 BIN = Path("/usr/lib/postgresql") / (sorted(os.listdir("/usr/lib/postgresql"))[-1]
                                      if os.path.isdir("/usr/lib/postgresql") else "15") / "bin"
 ACCOUNT = "postgres"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_account(command: list[str]) -> list[str]:
