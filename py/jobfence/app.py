@@ -279,19 +279,32 @@ class App:
 _EVENT_LOCK = threading.Lock()
 
 
+class JobLogger(logging.LoggerAdapter):
+    """``ctx.log``: every line carries the job's id, lease version and worker."""
+
+    def process(self, msg, kwargs):
+        extra = kwargs.setdefault("extra", {})
+        fields = dict(self.extra)
+        fields.update(extra.pop("fields", {}))
+        extra["fields"] = fields
+        return msg, kwargs
+
+
 class Context:
     """What a handler gets besides its job id and payload."""
 
-    def __init__(self, lease: Lease, worker: str, logger: logging.LoggerAdapter,
+    def __init__(self, lease: Lease, worker: str, logger: logging.Logger,
                  tx_factory: Callable[[], psycopg.Connection] | None = None,
                  progress: Callable[[Lease, Any], Any] | None = None):
+        """``logger``: the kind's logger, which ``ctx.log`` wraps."""
         self.lease = lease
         self.job_id = lease.job_id
         self.kind = lease.kind
         self.queue = lease.queue
         self.attempt = lease.attempt
         self.worker = worker
-        self.log = logger
+        self._logger = logger
+        self._log: JobLogger | None = None
         # Created on first wait only: a worker builds a context per job, most never wait.
         self._cancelled: threading.Event | None = None
         self.cancel_reason: str | None = None
@@ -300,6 +313,17 @@ class Context:
         self._tx_factory = tx_factory
         self._tx: psycopg.Connection | None = None
         self._progress = progress
+
+    @property
+    def log(self) -> JobLogger:
+        """The kind's logger, every line carrying the job's id, lease version and worker.
+        Built when first used: most handlers never log."""
+        found = self._log
+        if found is None:
+            found = self._log = JobLogger(self._logger, {
+                "job_id": self.job_id, "lease_version": self.lease.lease_version,
+                "worker": self.worker, "kind": self.kind})
+        return found
 
     # -- cancellation ---------------------------------------------------------------------
     def cancelled(self) -> bool:

@@ -173,11 +173,30 @@ def _tolerant(cls):
     return kwargs_row(make)
 
 
-LEASE = class_row(Lease)
-OUTCOME = class_row(Outcome)
-SIGNAL = class_row(Signal)
-HEARTBEAT = class_row(Heartbeat)
-BEAT = class_row(Beat)
+def _by_position(cls):
+    """``class_row(cls)``, except that when the columns are the class's fields in order (the
+    usual case: the statements select the composite types these classes mirror), a row is
+    built from its values by position, without a keyword dict per row (about 1 us less per
+    claimed lease). Columns in any other order are matched by name, as ``class_row`` does."""
+    order = [f.name for f in dataclasses.fields(cls)]
+    by_name = class_row(cls)
+
+    def factory(cursor):
+        description = cursor.description
+        if description is not None and [c.name for c in description] == order[:len(description)]:
+            def make(values):
+                return cls(*values)
+            return make
+        return by_name(cursor)
+
+    return factory
+
+
+LEASE = _by_position(Lease)
+OUTCOME = _by_position(Outcome)
+SIGNAL = _by_position(Signal)
+HEARTBEAT = _by_position(Heartbeat)
+BEAT = _by_position(Beat)
 JOB = _tolerant(Job)
 EVENT = _tolerant(Event)
 NEIGHBOUR = class_row(Neighbour)

@@ -113,10 +113,16 @@ SELECT * FROM jobs.complete(job_id => %(job_id)s, worker => %(worker)s,
                             lease_version => %(lease_version)s, result => %(result)s,
                             token => %(token)s::uuid)
 """
-COMPLETE_MANY_WITH_TOKEN = """
-SELECT * FROM jobs.complete_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
-                                 lease_versions => %(lease_versions)b::bigint[],
-                                 results => %(results)b::jsonb[], tokens => %(tokens)b::uuid[])
+# The worker's completions (jobs.complete_many returns one outcome per item, in input order):
+# only the outcomes that say more than "accepted, done, nothing woken", each with its item's
+# position (from 1). The usual batch then decodes no row at all.
+COMPLETE_MANY_WITH_TOKEN_UNUSUAL = """
+SELECT o.item, o.job_id, o.accepted, o.status, o.run_after, o.wake
+  FROM jobs.complete_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
+                          lease_versions => %(lease_versions)b::bigint[],
+                          results => %(results)b::jsonb[], tokens => %(tokens)b::uuid[])
+       WITH ORDINALITY AS o(job_id, accepted, status, run_after, wake, item)
+ WHERE o.accepted IS NOT TRUE OR o.status IS DISTINCT FROM 'done' OR cardinality(o.wake) > 0
 """
 FAIL_WITH_TOKEN = """
 SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,

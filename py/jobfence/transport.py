@@ -29,6 +29,13 @@ _ID = re.compile(rb"[1-9][0-9]{0,18}")
 def parse_job_id(raw: bytes | str | int) -> int | None:
     """The job id a ready-list entry names, or None for anything that is not a positive
     64-bit integer in canonical decimal form (junk must never reach jobs.claim_many)."""
+    if type(raw) is bytes:
+        # What a pop returns: ASCII digits only (bytes.isdigit knows no other), no sign,
+        # no leading zero, no separator; checked without the regular expression.
+        if 0 < len(raw) <= 19 and raw[0] != 48 and raw.isdigit():
+            value = int(raw)
+            return value if value <= MAX_JOB_ID else None
+        return None
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw if 1 <= raw <= MAX_JOB_ID else None
     if isinstance(raw, str):
@@ -222,8 +229,18 @@ def _by_key(signals: Iterable[tuple], namespace: str) -> dict[str, list]:
     now = time.time()
     out: dict[str, list] = defaultdict(list)
     keys: dict[tuple, str] = {}
+    # A batch's ids mostly share one run_after (one submit's now()): converting an aware
+    # timestamp costs more than comparing two, so a conversion is reused while it repeats.
+    last_when, last_at = None, None
     for signal in signals:
-        at = _epoch(signal[2])
+        when = signal[2]
+        if when is None:
+            at = None
+        elif when == last_when:
+            at = last_at
+        else:
+            at = last_at = _epoch(when)
+            last_when = when
         route = (signal[1], signal[3] if len(signal) > 3 else None, at is None or at <= now)
         key = keys.get(route)
         if key is None:

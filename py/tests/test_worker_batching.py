@@ -245,3 +245,86 @@ def test_a_result_is_sent_as_the_text_its_check_encoded(conn):
     assert encode_result(None) == (None, None)
     assert encode_result(float("nan"))[0].startswith("result is not JSON")
     assert "NUL" in encode_result({"s": "a\x00b"})[0]
+
+
+def test_a_completion_answers_only_what_is_not_plain_done(declared, client):
+    # complete_many answers one outcome per item; the worker asks only for the ones that say
+    # more than "accepted, done, nothing woken", by position. A refused item (a wrong token)
+    # and one that woke a dependent come back; the plain completions do not, and stand
+    # for themselves (COMPLETED).
+    import uuid
+    from dataclasses import replace
+
+    from jobfence.worker.leasedb import COMPLETED, LeaseDatabase
+
+    first = client.submit("noop", {})
+    dependent = client.submit("noop", {}, depends_on=[first])
+    plain = [client.submit("noop", {}) for _ in range(3)]
+    db = LeaseDatabase(declared, max_size=1, open_timeout=10)
+    try:
+        leases = {lease.job_id: lease for lease in db.claim_leases([first, *plain], "w-sparse")}
+        forged = replace(leases[plain[1]], token=uuid.uuid4())
+        items = [(leases[plain[0]], None), (leases[first], {"ok": 1}), (forged, None), (leases[plain[2]], None)]
+        unusual = db.complete_leases(items, "w-sparse")
+        assert sorted(unusual) == [1, 2]
+        assert unusual[1].job_id == first and unusual[1].accepted and unusual[1].wake == [dependent]
+        assert unusual[2].job_id == plain[1] and not unusual[2].accepted
+        assert client.status_counts([plain[0], plain[2], first]) == {"done": 3}
+        assert client.status_counts([plain[1]]) == {"processing": 1}
+        assert COMPLETED.accepted and COMPLETED.status == "done" and not COMPLETED.wake
+    finally:
+        db.close()
+
+
+def test_a_worker_process_freezes_what_it_started_with():
+    # jobfence worker settles the collector once its app is loaded: the start-up objects
+    # frozen out of the cyclic collector's walks and a young generation of 10,000.
+    import subprocess
+    import sys
+
+    probe = ("import gc; from jobfence.worker.core import settle_collector; "
+             "before = gc.get_freeze_count(); settle_collector(); "
+             "print(before, gc.get_freeze_count() > 1000, gc.get_threshold())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=1) == ["0", "True (10000, 20, 20)\n"]
+
+
+def test_ctx_log_lines_carry_the_job_and_are_built_only_when_used():
+    # ctx.log is made on first use (most handlers never log), and each line carries the
+    # job's id, lease version, worker and kind beside the handler's own fields.
+    import logging
+    from datetime import datetime, timezone
+
+    from jobfence.app import Context
+    from jobfence.rows import Lease
+
+    at = datetime.now(timezone.utc)
+    lease = Lease(41, 3, "noop", "default", {}, 2, at, at)
+    records = []
+    logger = logging.getLogger("jobfence.task.test-ctx-log")
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        ctx = Context(lease, "w-log", logger)
+        assert ctx._log is None
+        ctx.log.warning("hello", extra={"fields": {"step": "load"}})
+        assert ctx.log is ctx._log
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["hello"]
+    assert records[0].fields == {"job_id": 41, "lease_version": 3, "worker": "w-log",
+                                 "kind": "noop", "step": "load"}
+
+
+def test_typed_rows_are_built_by_position_or_by_name(conn):
+    # The columns in the class's order are taken by position; any other order by name.
+    from jobfence import rows
+
+    in_order = conn.cursor(row_factory=rows.OUTCOME).execute(
+        "SELECT 7::bigint AS job_id, true AS accepted, 'done' AS status, NULL::timestamptz AS run_after, "
+        "'{8}'::bigint[] AS wake").fetchone()
+    shuffled = conn.cursor(row_factory=rows.OUTCOME).execute(
+        "SELECT '{8}'::bigint[] AS wake, 'done' AS status, true AS accepted, 7::bigint AS job_id, "
+        "NULL::timestamptz AS run_after").fetchone()
+    assert in_order == shuffled == rows.Outcome(7, True, "done", None, [8])

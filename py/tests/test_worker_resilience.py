@@ -13,7 +13,7 @@ from conftest import wait_until
 from jobfence.transport import MAX_JOB_ID, parse_job_id, ready_key
 
 JUNK = [b"99999999999999999999", str(MAX_JOB_ID + 1).encode(), b"0", b"-5", b"abc", b"1.5",
-        b" 7", b"+7", b"007", b""]
+        b" 7", b"+7", b"007", b"", b"1_0", b"7\n", "\u0661".encode()]
 
 
 def test_parse_job_id_accepts_only_positive_int64():

@@ -65,6 +65,7 @@ def worker(ctx, app_ref, app_dir, concurrency, batch, prefetch, processes, queue
            pop_timeout, no_declare, declare_only, metrics_port, metrics_host):
     """Run handlers: pop ids, claim, run, complete or fail — in batches."""
     from ..worker import Worker, default_name
+    from ..worker.core import settle_collector
 
     if declare_only and no_declare:
         raise Fail("--declare-only and --no-declare contradict each other: pick one", EXIT_USAGE)
@@ -86,6 +87,7 @@ def worker(ctx, app_ref, app_dir, concurrency, batch, prefetch, processes, queue
 
         watch_worker(w)
     w.install_signal_handlers()
+    settle_collector()
     exit_process(w.run())
 
 

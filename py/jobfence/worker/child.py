@@ -19,7 +19,6 @@ from types import SimpleNamespace
 from .. import log as jlog
 from ..app import Context
 from ..errors import JobfenceError, NonRetryable, Snooze
-from .common import JobLogger
 
 
 def _resolve(module: str, qualname: str):
@@ -78,10 +77,7 @@ def main(argv: list[str]) -> int:
             module, qualname, lease, worker = conn.recv()
         except (EOFError, OSError):
             return 0  # the worker is gone or stopping
-        fields = {"job_id": lease.job_id, "lease_version": lease.lease_version,
-                  "worker": worker, "kind": lease.kind}
-        ctx = Context(lease, worker, JobLogger(logging.getLogger(f"jobfence.task.{lease.kind}"),
-                                               fields), progress=progress)
+        ctx = Context(lease, worker, logging.getLogger(f"jobfence.task.{lease.kind}"), progress=progress)
         progress.start(ctx)
         try:
             fn = handlers.get((module, qualname))

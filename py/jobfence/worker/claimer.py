@@ -24,7 +24,7 @@ from ..observe import process as metrics
 from ..rows import Lease
 from ..transport import WrongType
 from ..retry import Backoff
-from .common import Host, Job, JobLogger, describe, event, logger, sqlstate
+from .common import Host, Job, LeaseClock, describe, event, logger, sqlstate
 from .misses import MissReport
 
 
@@ -254,7 +254,7 @@ class Claimer:
 
     def start(self, leases: list[Lease]) -> None:
         w = self.w
-        now, wall = time.monotonic(), time.time()
+        clock = LeaseClock()
         tasks = w.app.tasks
         held = w.held
         name = w.name
@@ -263,10 +263,8 @@ class Claimer:
         jobs = []
         for lease in leases:
             task = tasks.get(lease.kind)
-            ctx = Context(lease, name, JobLogger(self._logger(lease.kind), {
-                "job_id": lease.job_id, "lease_version": lease.lease_version,
-                "worker": name, "kind": lease.kind}), progress=progress)
-            job = Job(lease, task, ctx, now, wall)
+            ctx = Context(lease, name, self._logger(lease.kind), progress=progress)
+            job = Job(lease, task, ctx, clock)
             held[lease.job_id] = job
             jobs.append(job)
             if debug:

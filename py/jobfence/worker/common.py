@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import socket
+import time
 from typing import Any, Protocol
 
 from psycopg.types.json import Jsonb
@@ -39,7 +40,7 @@ class Job:
     __slots__ = ("lease", "job_id", "lease_version", "task", "ctx", "state", "finished",
                  "deadline", "beat_every", "next_beat", "started", "_token", "hung", "span")
 
-    def __init__(self, lease: Lease, task: Task | None, ctx: Context, now: float, wall: float):
+    def __init__(self, lease: Lease, task: Task | None, ctx: Context, clock: "LeaseClock"):
         self.lease = lease
         self.job_id = lease.job_id
         self.lease_version = lease.lease_version
@@ -50,10 +51,8 @@ class Job:
         self.hung = False
         # Deadlines follow the lease this job was granted, never the kind's current
         # definition: a changed definition applies to new claims only.
-        self.deadline = now + (lease.timeout_at.timestamp() - wall)
-        remaining = lease.lease_expires_at.timestamp() - wall
-        self.beat_every = max(0.1, remaining / 3)
-        self.next_beat = now + self.beat_every
+        self.deadline, self.beat_every = clock.of(lease)
+        self.next_beat = clock.now + self.beat_every
         self.started = 0.0
         self._token = [True]
         # The attempt's span when the worker traces (jobfence.tracing), else None.
@@ -75,15 +74,33 @@ class Job:
                 "kind": self.lease.kind}
 
 
-class JobLogger(logging.LoggerAdapter):
-    """``ctx.log``: every line carries the job's id, lease version and worker."""
+class LeaseClock:
+    """A claimed batch's lease instants on this process's monotonic clock, read once per
+    batch. The leases of one claim usually name the same two instants (one transaction's
+    now(), one kind's timeouts), and comparing two aware datetimes costs far less than
+    converting one: a conversion is reused while the instants repeat."""
 
-    def process(self, msg, kwargs):
-        extra = kwargs.setdefault("extra", {})
-        fields = dict(self.extra)
-        fields.update(extra.pop("fields", {}))
-        extra["fields"] = fields
-        return msg, kwargs
+    __slots__ = ("now", "wall", "_expires_at", "_timeout_at", "_found")
+
+    def __init__(self) -> None:
+        self.now, self.wall = time.monotonic(), time.time()
+        self._expires_at = self._timeout_at = None
+        self._found = (0.0, 0.0)
+
+    def of(self, lease: Lease) -> tuple[float, float]:
+        """(the monotonic time the lease's execution timeout falls due, how often to beat:
+        a third of the lease's time left, at least every 0.1 s)."""
+        if lease.lease_expires_at != self._expires_at or lease.timeout_at != self._timeout_at:
+            self._expires_at, self._timeout_at = lease.lease_expires_at, lease.timeout_at
+            remaining = lease.lease_expires_at.timestamp() - self.wall
+            self._found = (self.now + (lease.timeout_at.timestamp() - self.wall),
+                           max(0.1, remaining / 3))
+        return self._found
+
+
+# One encoder for every result: json.dumps with a non-default option builds a new encoder
+# on each call, which cost more than encoding a small result.
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
 
 
 def encode_result(result: Any) -> tuple[str | None, Jsonb | None]:
@@ -91,15 +108,17 @@ def encode_result(result: Any) -> tuple[str | None, Jsonb | None]:
     sendable)``: the result as the jsonb parameter of its completion, encoded here once (the
     check's own dump is what is sent), or None for a None result (SQL NULL). Cheap enough for
     every job: one strict dump, plus a walk only in the rare case a NUL may be present."""
+    if result is None:
+        return None, None
     try:
-        text = json.dumps(result, allow_nan=False)
+        text = _STRICT_JSON.encode(result)
     except (TypeError, ValueError, RecursionError) as exc:
         return f"result is not JSON: {type(exc).__name__}: {exc}", None
     # json.dumps writes NUL as the escape \u0000, which jsonb refuses. The escape text itself
     # ("\\u0000" in a string) also matches here, so confirm with a walk before refusing.
     if "\\u0000" in text and _has_nul(result):
         return "result holds a NUL character (\\x00), which jsonb cannot store", None
-    return None, (None if result is None else Jsonb(text, dumps=_as_is))
+    return None, Jsonb(text, dumps=_as_is)
 
 
 def _as_is(text: str) -> str:

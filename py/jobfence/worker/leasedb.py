@@ -30,6 +30,17 @@ def _jsonb(value: Any) -> Jsonb | None:
     return Jsonb(value)
 
 
+# What a completion says when it says nothing more: accepted, done, no job woken. The
+# server leaves these out of the answer (sql.COMPLETE_MANY_WITH_TOKEN_UNUSUAL); job_id 0
+# because one object stands for every such item (read the item's own lease for its id).
+COMPLETED = rows.Outcome(job_id=0, accepted=True, status="done", run_after=None, wake=None)
+
+
+def _unusual(found: Sequence[tuple]) -> dict[int, rows.Outcome]:
+    return {item - 1: rows.Outcome(job_id, accepted, status, run_after, wake)
+            for item, job_id, accepted, status, run_after, wake in found}
+
+
 def _complete_params(items: Sequence[tuple[Lease, Any]], worker: str) -> dict:
     return {"job_ids": [lease.job_id for lease, _ in items], "worker": worker,
             "lease_versions": [lease.lease_version for lease, _ in items],
@@ -82,9 +93,11 @@ class LeaseDatabase(Database):
             return self.run(conn, sql.COMPLETE_WITH_TOKEN, params, rows.OUTCOME)[0]
         return self._one(sql.COMPLETE_WITH_TOKEN, params, rows.OUTCOME)
 
-    def complete_leases(self, items: Sequence[tuple[Lease, Any]], worker: str) -> list[rows.Outcome]:
-        """items: (lease, result); one outcome per item, in order."""
-        return self._all(sql.COMPLETE_MANY_WITH_TOKEN, _complete_params(items, worker), rows.OUTCOME)
+    def complete_leases(self, items: Sequence[tuple[Lease, Any]], worker: str) -> dict[int, rows.Outcome]:
+        """items: (lease, result). The outcomes other than ``COMPLETED`` (accepted, done,
+        nothing woken), by item index from 0; an item left out is ``COMPLETED``."""
+        return _unusual(self._all(sql.COMPLETE_MANY_WITH_TOKEN_UNUSUAL,
+                                  _complete_params(items, worker), tuple_row))
 
     def fail_leases(self, items: Sequence[tuple[Lease, str, bool]], worker: str) -> list[rows.Outcome]:
         """items: (lease, error, retryable); one outcome per item, in order."""
@@ -106,18 +119,18 @@ class LeaseDatabase(Database):
 
     def finish_leases(self, completions: Sequence[tuple[Lease, Any]],
                       failures: Sequence[tuple[Lease, str, bool]],
-                      worker: str) -> tuple[list[rows.Outcome], list[rows.Outcome]]:
+                      worker: str) -> tuple[dict[int, rows.Outcome], list[rows.Outcome]]:
         """``complete_leases`` and ``fail_leases`` in one round trip (pipeline mode), each
         still its own transaction. If the server refuses either, the error is raised and
-        neither list is returned: report them apart to find the culprit."""
+        neither answer is returned: report them apart to find the culprit."""
         with self.connection() as conn:
             try:
                 with conn.pipeline():
-                    done = conn.cursor(row_factory=rows.OUTCOME)
-                    done.execute(sql.COMPLETE_MANY_WITH_TOKEN, _complete_params(completions, worker))
+                    done = conn.cursor(row_factory=tuple_row)
+                    done.execute(sql.COMPLETE_MANY_WITH_TOKEN_UNUSUAL, _complete_params(completions, worker))
                     failed = conn.cursor(row_factory=rows.OUTCOME)
                     failed.execute(sql.FAIL_MANY_WITH_TOKEN, _fail_params(failures, worker))
-                return done.fetchall(), failed.fetchall()
+                return _unusual(done.fetchall()), failed.fetchall()
             except psycopg.Error as exc:
                 mapped = translate(exc)
                 if mapped is exc:

@@ -23,6 +23,7 @@ from ..observe import process as metrics
 from ..retry import Backoff
 from .common import (OUTCOME_RETRY_SECONDS, Host, Job, describe, event, logger,
                      sqlstate)
+from .leasedb import COMPLETED
 
 
 # Item kinds. Those up to LOST_RET mean "the handler side is done with this job" and free a
@@ -248,9 +249,11 @@ class Reporter:
         return [(job, by_id.get(job.job_id), f"snoozed for {delay:g}s") for job, delay in snoozes]
 
     @staticmethod
-    def _pair_ok(oks, got):
-        by_id = {o.job_id: o for o in got}
-        return [(job, by_id.get(job.job_id), None) for job, _ in oks]
+    def _pair_ok(oks, unusual):
+        """``unusual``: complete_leases' answer, the outcomes other than COMPLETED by item."""
+        if not unusual:
+            return [(job, COMPLETED, None) for job, _ in oks]
+        return [(job, unusual.get(i, COMPLETED), None) for i, (job, _) in enumerate(oks)]
 
     @staticmethod
     def _pair_fail(fails, got):
