@@ -328,3 +328,25 @@ def test_typed_rows_are_built_by_position_or_by_name(conn):
         "SELECT '{8}'::bigint[] AS wake, 'done' AS status, true AS accepted, 7::bigint AS job_id, "
         "NULL::timestamptz AS run_after").fetchone()
     assert in_order == shuffled == rows.Outcome(7, True, "done", None, [8])
+
+
+def test_a_batch_converts_each_distinct_lease_instant_to_the_monotonic_clock():
+    # The leases of one claim usually share their instants; a lease of another kind (other
+    # timeouts) in the same batch gets its own deadline, not its neighbour's.
+    from datetime import datetime, timedelta, timezone
+
+    from jobfence.rows import Lease
+    from jobfence.worker.common import LeaseClock
+
+    clock = LeaseClock()
+    at = datetime.fromtimestamp(clock.wall, timezone.utc)
+
+    def lease(expires_in, timeout_in):
+        return Lease(1, 1, "k", "q", {}, 1, at + timedelta(seconds=expires_in), at + timedelta(seconds=timeout_in))
+
+    first = clock.of(lease(30, 60))
+    assert first == clock.of(lease(30, 60))
+    assert abs(first[0] - (clock.now + 60)) < 0.01 and abs(first[1] - 10) < 0.01
+    other = clock.of(lease(3, 6))
+    assert abs(other[0] - (clock.now + 6)) < 0.01 and abs(other[1] - 1) < 0.01
+    assert clock.of(lease(0.1, 6))[1] == 0.1  # a beat at least every 0.1 s
