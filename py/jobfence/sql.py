@@ -122,7 +122,7 @@ SELECT o.item, o.job_id, o.accepted, o.status, o.run_after, o.wake
                           lease_versions => %(lease_versions)b::bigint[],
                           results => %(results)b::jsonb[], tokens => %(tokens)b::uuid[])
        WITH ORDINALITY AS o(job_id, accepted, status, run_after, wake, item)
- WHERE o.accepted IS NOT TRUE OR o.status IS DISTINCT FROM 'done' OR cardinality(o.wake) > 0
+ WHERE o.accepted IS NOT TRUE OR o.status IS DISTINCT FROM 'done' OR o.wake IS DISTINCT FROM '{}'
 """
 FAIL_WITH_TOKEN = """
 SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
