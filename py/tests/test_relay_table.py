@@ -25,11 +25,17 @@ def _poll(conn) -> list[int]:
     return [r[0] for r in conn.execute(POLL)]
 
 
+# A stretch is handed out once no transaction in the whole cluster that is older than its
+# horizon runs, other tests' included: the parallel tests hold transactions open for seconds
+# at a time (CI once saw one held past 10 s). Polling returns as soon as they end.
+READ_WITHIN_SECONDS = 120
+
+
 def _read(conn, n: int) -> list[int]:
-    """Poll until n jobs came out: a stretch is handed out once no transaction in the whole
-    cluster that is older than its horizon runs (other tests' included)."""
+    """Poll until n jobs came out (see READ_WITHIN_SECONDS)."""
     read: list[int] = []
-    wait_until(lambda: read.extend(_poll(conn)) or len(read) >= n, 10, what=f"{n} jobs read")
+    wait_until(lambda: read.extend(_poll(conn)) or len(read) >= n, READ_WITHIN_SECONDS,
+               what=f"{n} jobs read")
     return read
 
 
@@ -122,7 +128,8 @@ def test_switching_back_to_notify_reads_what_is_left_then_stops(conn, declared):
     finally:
         slow.close()
     assert _read(conn, 1) == [held]
-    wait_until(lambda: _poll(conn) == [] and _feed(conn)[1] is None, 5, what="the reading to stop")
+    wait_until(lambda: _poll(conn) == [] and _feed(conn)[1] is None, READ_WITHIN_SECONDS,
+               what="the reading to stop")
     assert _feed(conn)[0] == "notify"
 
 
@@ -180,4 +187,5 @@ def test_the_relay_moves_jobs_that_announce_nothing(procs, declared, client, con
     ids = [conn.execute("SELECT id FROM jobs.submit('noop', '{}'::jsonb)").fetchone()[0] for _ in range(5)]
     ids += [r[0] for r in conn.execute(
         """SELECT id FROM jobs.submit_many('[{"kind":"noop"},{"kind":"noop"},{"kind":"noop"}]'::jsonb)""")]
-    wait_until(lambda: all(client.get(i).status == "done" for i in ids), 15, what="jobs read from the table done")
+    wait_until(lambda: all(client.get(i).status == "done" for i in ids), READ_WITHIN_SECONDS,
+               what="jobs read from the table done")
