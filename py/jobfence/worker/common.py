@@ -40,7 +40,7 @@ class Job:
     __slots__ = ("lease", "job_id", "lease_version", "task", "ctx", "state", "finished",
                  "deadline", "beat_every", "next_beat", "started", "_token", "hung", "span")
 
-    def __init__(self, lease: Lease, task: Task | None, ctx: Context, clock: "LeaseClock"):
+    def __init__(self, lease: Lease, task: Task | None, ctx: Context, clock: LeaseClock):
         self.lease = lease
         self.job_id = lease.job_id
         self.lease_version = lease.lease_version

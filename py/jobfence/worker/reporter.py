@@ -251,8 +251,6 @@ class Reporter:
     @staticmethod
     def _pair_ok(oks, unusual):
         """``unusual``: complete_leases' answer, the outcomes other than COMPLETED by item."""
-        if not unusual:
-            return [(job, COMPLETED, None) for job, _ in oks]
         return [(job, unusual.get(i, COMPLETED), None) for i, (job, _) in enumerate(oks)]
 
     @staticmethod
