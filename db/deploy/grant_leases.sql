@@ -59,7 +59,10 @@ BEGIN
            -- A paused queue's job is refused like one not due yet: it stays queued.
            AND j.queue <> ALL (paused)
            AND (grant_leases.queues IS NULL OR j.queue = ANY (grant_leases.queues))
-        RETURNING j.*
+        -- Only what the CTEs below read: the whole row (37 columns) would be built into
+        -- and read back from the CTE's store for every claimed job.
+        RETURNING j.id, j.lease_version, j.kind, j.queue, j.payload, j.retry_count, j.owned_by,
+                  j.claimed_at, j.lease_expires_at, j.timeout, j.due_at
     ), logged AS (
         INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason)
         SELECT c.id, now(), 'queued', 'processing', c.lease_version, c.owned_by, me, 'claimed'

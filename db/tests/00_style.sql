@@ -121,8 +121,8 @@ SELECT is_empty($$ SELECT signature FROM jobs_fn
                        OR proconfig[1] IS DISTINCT FROM 'search_path=pg_catalog, pg_temp'
                        OR NOT proconfig[2:] @> ARRAY['jit=off']
                        OR NOT proconfig[2:] <@ ARRAY['jit=off', 'plan_cache_mode=force_generic_plan',
-                                                     'enable_seqscan=off', 'enable_nestloop=off'] $$,
-                'style: every jobs function pins search_path = pg_catalog, pg_temp, turns JIT off (and at most forces generic plans and index-driven joins)');
+                                                     'enable_seqscan=off', 'enable_nestloop=off', 'enable_sort=off'] $$,
+                'style: every jobs function pins search_path = pg_catalog, pg_temp, turns JIT off (and at most forces generic plans, index-driven joins and hashed grouping)');
 -- A session plans its statements once, often on a table that is still empty; a generic plan
 -- made then can scan the table for "id = ANY (ids)" and keep scanning it once it holds
 -- millions of rows (docs/decisions.md, "Batch statements are planned the same on any table").

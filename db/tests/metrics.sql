@@ -3,7 +3,7 @@
 -- back with pg_temp.elapse give known waits, run times and latencies, so counts, attainment
 -- and rates are exact and percentiles fall in a known bucket (a factor of 10^0.1).
 BEGIN;
-SELECT plan(67);
+SELECT plan(75);
 \ir helpers/lease_helpers.psql
 
 -- the histogram helpers. The bucket rule as documented (docs/observability.md), written out
@@ -24,6 +24,10 @@ SELECT is(jobs.histogram_from(ARRAY[3, 3, 5], ARRAY[1, 2, 4]),
 SELECT is(jobs.histogram_add(pg_temp.hist(ARRAY[1.0]), NULL), pg_temp.hist(ARRAY[1.0]), 'histogram_add: NULL is empty');
 SELECT is(jobs.histogram_add(pg_temp.hist(ARRAY[1.0]), pg_temp.hist(ARRAY[1.0, 2.0])), pg_temp.hist(ARRAY[1.0, 1.0, 2.0]),
           'histogram_add: bucket by bucket');
+SELECT is(jobs.histogram_add('{1,NULL,3}', '{0,0,0,4}'), '{1,0,3,4}'::integer[],
+          'histogram_add: a NULL bucket counts as 0, and a longer second histogram lengthens the sum');
+SELECT is(jobs.histogram_add('{1,2,3}', '{0,5}'), '{1,7,3}'::integer[],
+          'histogram_add: a shorter second histogram adds to the buckets it has');
 SELECT is(jobs.histogram_quantile(NULL, 0.5), NULL, 'histogram_quantile: empty -> NULL');
 SELECT ok(jobs.histogram_quantile(pg_temp.hist(ARRAY[1.0]), 0.5) BETWEEN 1.0 AND 10 ^ 0.1,
           'histogram_quantile: inside the bucket of the one sample');
@@ -202,6 +206,46 @@ SELECT ok(jobs.prune('1 hour') >= 0, 'prune: runs');
 SELECT is((SELECT count(*) FROM jobs.metric_minute WHERE minute < now() - interval '1 hour'), 0::bigint,
           'prune: metric minutes older than the cutoff are gone');
 SELECT is((SELECT submitted FROM jobs.metrics('1 hour') WHERE kind = 'tm.k'), 67::bigint, 'prune: the recent minutes stay (7 of the history, 60 of the folded minute)');
+
+-- jobs.tally's two roads give the same row. One kind and one reason with nothing reaped takes
+-- the short one; the same items beside one item of another kind take the general statement.
+-- Samples below 1 ms, NULLs, retries past the top band and latencies either side of the SLO.
+SELECT jobs.define_type('tm.fast', slo_latency => '2 seconds');
+SELECT jobs.define_type('tm.general', slo_latency => '2 seconds');
+SELECT jobs.define_type('tm.other');
+CREATE FUNCTION pg_temp.tally_both(reason text, waits double precision[], runs double precision[],
+                                   latencies double precision[], retries integer[]) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := greatest(cardinality(waits), cardinality(runs), cardinality(latencies), cardinality(retries));
+    fast jobs.metric_minute;
+    general jobs.metric_minute;
+BEGIN
+    DELETE FROM jobs.metric_minute WHERE kind IN ('tm.fast', 'tm.general', 'tm.other');
+    PERFORM jobs.tally(array_fill('tm.fast'::text, ARRAY[n]), array_fill(reason, ARRAY[n]),
+                       array_fill(false, ARRAY[n]), waits, runs, latencies, retries, NULL);
+    PERFORM jobs.tally(array_fill('tm.general'::text, ARRAY[n]) || 'tm.other'::text, array_fill(reason, ARRAY[n + 1]),
+                       array_fill(false, ARRAY[n + 1]), waits || NULL::double precision, runs || NULL::double precision,
+                       latencies || NULL::double precision, retries || NULL::integer, NULL);
+    SELECT * INTO fast FROM jobs.metric_minute WHERE kind = 'tm.fast';
+    SELECT * INTO general FROM jobs.metric_minute WHERE kind = 'tm.general';
+    fast.kind := 'tm.general';
+    RETURN fast IS NOT DISTINCT FROM general AND fast.started + fast.succeeded + fast.failed + fast.retried
+                                                 + fast.dead_lettered + fast.submitted + fast.cancelled > 0;
+END $$;
+SELECT ok(pg_temp.tally_both('completed', NULL, ARRAY[0.0004, 0.002, 0.5, NULL, 3], ARRAY[0.0002, 2, 2.5, 1.9, NULL],
+                             ARRAY[0, 1, 2, 5, NULL]),
+          'tally: completions of one kind count as the general statement counts them (histograms, SLO, retry bands)');
+SELECT ok(pg_temp.tally_both('completed', NULL, ARRAY[0.01, 0.02, 0.03], ARRAY[1, 2, 3], NULL),
+          'tally: ... and without retries (every completion in the first band)');
+SELECT ok(pg_temp.tally_both('claimed', ARRAY[0.0001, 0.3, NULL, 40], NULL, NULL, NULL),
+          'tally: claims of one kind (queue-wait histogram, a NULL wait not sampled)');
+SELECT ok(pg_temp.tally_both('exhausted', NULL, ARRAY[0.2, NULL, 0.4], ARRAY[1, 2, 3], ARRAY[3, 3, 4]),
+          'tally: exhausted attempts (failed where they ran, dead letters)');
+SELECT ok(pg_temp.tally_both('retried', NULL, ARRAY[0.2, NULL], NULL, ARRAY[1, 2]),
+          'tally: retried attempts (failed and retried, nothing ended)');
+SELECT ok(pg_temp.tally_both('submitted', NULL, NULL, NULL, ARRAY[NULL, NULL]::integer[]),
+          'tally: submits of one kind');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,0 +1,5 @@
+-- Verify jobfence:grant_leases on pg
+-- Raises when the function is missing or not a pinned SECURITY DEFINER.
+SELECT 1 / count(*) FROM pg_catalog.pg_proc
+ WHERE oid = 'jobs.grant_leases(bigint[], text, boolean, text[])'::regprocedure
+   AND prosecdef AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp'];
