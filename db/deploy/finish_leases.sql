@@ -98,17 +98,20 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = 'Store large results elsewhere (an object-storage key) and return the reference; shorten the error. Items are numbered from 0.';
     END IF;
-    -- A snooze's delay, checked once here for jobs.snooze and jobs.snooze_many alike.
-    SELECT i.ord - 1 AS item, i.delay INTO too_big
-      FROM unnest(finish_leases.verdicts, coalesce(finish_leases.delays, array_fill(NULL::interval, ARRAY[n])))
-           WITH ORDINALITY AS i(verdict, delay, ord)
-     WHERE i.verdict = 'snooze' AND (i.delay IS NULL OR i.delay < interval '0' OR i.delay > interval '30 days')
-     ORDER BY i.ord
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION '%: item %: the snooze delay % is out of range', caller, too_big.item, coalesce(too_big.delay::text, 'NULL')
-            USING ERRCODE = '22023',
-                  HINT = 'A snooze waits from 0 seconds to 30 days; for a later time, complete this job and submit another with run_after. Items are numbered from 0.';
+    -- A snooze's delay, checked once here for jobs.snooze and jobs.snooze_many alike; a
+    -- batch without a snooze (every completion) skips the pass over its items.
+    IF 'snooze' = ANY (finish_leases.verdicts) THEN
+        SELECT i.ord - 1 AS item, i.delay INTO too_big
+          FROM unnest(finish_leases.verdicts, coalesce(finish_leases.delays, array_fill(NULL::interval, ARRAY[n])))
+               WITH ORDINALITY AS i(verdict, delay, ord)
+         WHERE i.verdict = 'snooze' AND (i.delay IS NULL OR i.delay < interval '0' OR i.delay > interval '30 days')
+         ORDER BY i.ord
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION '%: item %: the snooze delay % is out of range', caller, too_big.item, coalesce(too_big.delay::text, 'NULL')
+                USING ERRCODE = '22023',
+                      HINT = 'A snooze waits from 0 seconds to 30 days; for a later time, complete this job and submit another with run_after. Items are numbered from 0.';
+        END IF;
     END IF;
     SELECT p.bind_session_role, p.require_lease_token INTO bind_role, require_token FROM jobs.lease_policy AS p;
     -- The token check needs only the item: computed once for the batch, and only when one is given.
