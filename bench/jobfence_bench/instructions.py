@@ -231,9 +231,17 @@ def main() -> int:
                 progress(f"batch {batch}: {label}")
                 results.setdefault(str(batch), {})[label] = measure(server, db, batch,
                                                                     max(1, args.jobs // batch))
-    finally:
+    except (RuntimeError, psycopg.Error, subprocess.CalledProcessError) as exc:
+        server.stop()
+        # The server's log and the counts stay for a look at what went wrong.
+        print(f"bench/instructions: {exc}\n(the cluster's files are kept in {work})", file=sys.stderr)
+        return 1
+    except BaseException:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
+        raise
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
