@@ -29,6 +29,8 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
+from jobfence import sql
+
 from .common import ROOT, progress
 
 PG_BIN = Path("/usr/lib/postgresql")
@@ -36,15 +38,8 @@ PG_BIN = Path("/usr/lib/postgresql")
 WARM_JOBS = 300
 SUBMIT = "SELECT id FROM jobs.submit_many(%s::jsonb)"
 CLAIM = "SELECT job_id, lease_version, token FROM jobs.claim_many_with_token(%b::bigint[], %s)"
-# The worker's completion (jobfence.sql.COMPLETE_MANY_WITH_TOKEN_UNUSUAL): the usual outcomes
-# are not sent back.
-COMPLETE = """
-SELECT o.item FROM jobs.complete_many(job_ids => %(job_ids)b::bigint[], worker => %(worker)s,
-                                      lease_versions => %(lease_versions)b::bigint[],
-                                      results => %(results)b::jsonb[], tokens => %(tokens)b::uuid[])
-       WITH ORDINALITY AS o(job_id, accepted, status, run_after, wake, item)
- WHERE o.accepted IS NOT TRUE OR o.status IS DISTINCT FROM 'done' OR o.wake IS DISTINCT FROM '{}'
-"""
+# The worker's own completion: the usual outcomes are not sent back.
+COMPLETE = sql.COMPLETE_MANY_WITH_TOKEN_UNUSUAL
 PHASES = ("submit", "claim", "complete")
 
 
