@@ -4,8 +4,10 @@ UPDATE … SET status = 'done'), each statement its own transaction, from 2 clie
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import threading
 import time
 
 from .common import PLAIN_COLUMNS, Counters, Settings, figure, progress, reset
@@ -49,28 +51,41 @@ def _rollup(column: str, hist: str | None, count: str) -> str:
             f"ON CONFLICT (minute, kind, shard) DO UPDATE SET {sets})")
 
 
-def same_writes_script(batch: int) -> str:
+def same_writes_script(batch: int, transition_rows: bool = True) -> str:
+    def logged(rows: str, columns: str, values: str) -> str:
+        if not transition_rows:
+            return ""
+        return (f"ev AS (INSERT INTO plain_event (job_id, {columns}) SELECT id, {values} FROM {rows}), ")
+
     submit = (f"WITH ins AS (INSERT INTO plain_job ({PLAIN_COLUMNS}) VALUES {plain_values(batch)} RETURNING id), "
-              "ev AS (INSERT INTO plain_event (job_id, to_status, lease_version, reason) "
-              "SELECT id, 'queued', 0, 'submitted' FROM ins), "
+              + logged("ins", "to_status, lease_version, reason", "'queued', 0, 'submitted'")
               + _rollup("submitted", None, str(batch)) +
               " SELECT array_agg(id) AS ids FROM ins \\gset")
     claim = ("WITH c AS (" + CLAIM.rstrip(";") + "), "
-             "ev AS (INSERT INTO plain_event (job_id, from_status, to_status, lease_version, worker, reason) "
-             "SELECT id, 'queued', 'processing', lease_version, 'bench-' || :client_id, 'claimed' FROM c), "
+             + logged("c", "from_status, to_status, lease_version, worker, reason",
+                      "'queued', 'processing', lease_version, 'bench-' || :client_id, 'claimed'")
              + _rollup("started", "wait_hist", "(SELECT count(*) FROM c)") + " SELECT count(*) FROM c;")
     complete = ("WITH d AS (" + COMPLETE.rstrip(";") + " RETURNING id, lease_version), "
-                "ev AS (INSERT INTO plain_event (job_id, from_status, to_status, lease_version, worker, reason) "
-                "SELECT id, 'processing', 'done', lease_version, 'bench-' || :client_id, 'completed' FROM d), "
+                + logged("d", "from_status, to_status, lease_version, worker, reason",
+                         "'processing', 'done', lease_version, 'bench-' || :client_id, 'completed'")
                 + _rollup("succeeded", "run_hist", "(SELECT count(*) FROM d)") + " SELECT count(*) FROM d;")
     return "\n".join([submit, claim, complete]) + "\n"
 
 
+def no_transition_rows_script(batch: int) -> str:
+    """The same writes without the three transition rows: the job row and the rollup."""
+    return same_writes_script(batch, transition_rows=False)
+
+
 def pgbench(settings: Settings, path, clients: int = CLIENTS) -> dict:
+    # Rows found by primary key, as the functions find them: a table just truncated looks
+    # empty to the planner, and a prepared statement's generic plan would then scan a table
+    # that grows through the run, or AND the key's bitmap with the whole status-partial index.
     out = subprocess.run(
         ["pgbench", "-n", "-M", "prepared", "-r", "-c", str(clients), "-j", str(clients),
          "-T", str(max(1, round(settings.seconds))), "-f", str(path), settings.url],
-        capture_output=True, text=True, timeout=settings.seconds + 120)
+        capture_output=True, text=True, timeout=settings.seconds + 120,
+        env={**os.environ, "PGOPTIONS": "-c enable_seqscan=off -c enable_bitmapscan=off"})
     if out.returncode != 0:
         raise RuntimeError(f"pgbench failed: {out.stderr.strip()[-800:]}")
     tps = float(re.search(r"^tps = ([\d.]+)", out.stdout, re.M).group(1))
@@ -83,12 +98,57 @@ def pgbench(settings: Settings, path, clients: int = CLIENTS) -> dict:
     return {"tps": tps, "statement_ms": lat}
 
 
+def _postgres_ticks() -> dict[int, int]:
+    """CPU ticks (user + system) of every process named postgres, by pid."""
+    ticks = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                head, _, tail = f.read().rpartition(")")
+        except OSError:  # ended meanwhile
+            continue
+        if head.endswith("(postgres"):
+            fields = tail.split()
+            ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def pgbench_cpu(settings: Settings, path, batch: int) -> dict:
+    """pgbench (as above) and the CPU PostgreSQL spent per job meanwhile, in µs. pgbench's own
+    backends end with it, taking their counters along: /proc is read every 0.1 s during the
+    run and each process's last reading kept (a tenth of a second of a 1 s run at most)."""
+    before = _postgres_ticks()
+    last = dict(before)
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.1):
+            last.update(_postgres_ticks())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = pgbench(settings, path)
+    finally:
+        done.set()
+        watcher.join()
+    last.update(_postgres_ticks())
+    seconds = sum(t - before.get(pid, 0) for pid, t in last.items()) / os.sysconf("SC_CLK_TCK")
+    jobs = r["tps"] * batch * max(1, round(settings.seconds))
+    return {**r, "jobs_per_s": r["tps"] * batch, "postgres_cpu_us_per_job": seconds / jobs * 1e6 if jobs else None}
+
+
 def run(settings: Settings, admin) -> dict:
     """The bare ceilings (batch_1, batch_100) and the same-writes ones (same_writes_1,
     same_writes_100), each the median of its runs."""
     results = {}
     for name, make, batch in (("batch", script, 1), ("batch", script, 100),
-                              ("same_writes", same_writes_script, 1), ("same_writes", same_writes_script, 100)):
+                              ("same_writes", same_writes_script, 1), ("same_writes", same_writes_script, 100),
+                              # Where the same writes' time goes: without the transition rows,
+                              # the job row and the rollup (batch_100 is the job row alone).
+                              ("no_transition_rows", no_transition_rows_script, 100)):
         path = settings.work / f"ceiling_{name}_{batch}.sql"
         path.write_text(make(batch))
         jobs, stmt = [], []

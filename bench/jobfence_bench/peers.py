@@ -23,7 +23,7 @@ import time
 
 import psycopg
 
-from . import judged
+from . import ceilings, judged
 from .common import ROOT, Settings, figure, progress, reset, spawn, stop, tail
 
 PEERS = ("pgqueuer", "procrastinate", "celery", "rq")
@@ -31,6 +31,8 @@ PEERS_DIR = ROOT / "bench" / "peers"
 VENV = ROOT / "bench" / ".venv-peers"
 REQUIREMENTS = PEERS_DIR / "requirements.txt"
 POSTGRES_PEERS = ("pgqueuer", "procrastinate")
+# Issue 31's target: the judged configuration at 1.5 x the fastest peer.
+TARGET = 1.5
 
 # Each peer's fast configuration on 2 cores, chosen by trying the others in docs/performance.md.
 CONFIG = {
@@ -124,8 +126,26 @@ def run_peer(settings: Settings, admin, system: str, jobs: int, rnd: int, redis_
     return json.loads(lines[-1])
 
 
+def writes_alone(settings: Settings, admin) -> dict:
+    """PostgreSQL's CPU per job for the package's writes without its functions (the same-writes
+    ceiling) and for the job row alone (the bare ceiling: no transition rows, no rollup), each
+    a pgbench run at batches of 100. With jobfence's workers and relay as measured beside them,
+    what these writes allow at most (docs/performance.md, "What the writes allow")."""
+    out = {}
+    for name, make in (("same_writes", ceilings.same_writes_script), ("job_row", ceilings.script)):
+        path = settings.work / f"peers_{name}_100.sql"
+        path.write_text(make(100))
+        reset(admin)
+        r = ceilings.pgbench_cpu(settings, path, 100)
+        out[name] = {"jobs_per_s": r["jobs_per_s"], "postgres_cpu_us_per_job": r["postgres_cpu_us_per_job"]}
+    reset(admin)
+    return out
+
+
 def run_jobfence(settings: Settings, admin, jobs: int) -> dict:
-    """judged.one_run, with the same figures the peers give, from jobs.job's rows."""
+    """judged.one_run, with the same figures the peers give, from jobs.job's rows; before it,
+    in the same minute, the writes alone (writes_alone)."""
+    alone = writes_alone(settings, admin)
     rss: dict = {}
     # one_run reads its rate from the run's rows (first created_at to last finished_at).
     rate, cpu, _ = judged.one_run(settings, admin, jobs, rss=rss)
@@ -139,6 +159,7 @@ def run_jobfence(settings: Settings, admin, jobs: int) -> dict:
     return {"system": "jobfence", "jobs": jobs, "jobs_per_s": rate, "span_s": jobs / rate,
             "measured_from": "jobs.job: created_at -> finished_at",
             "consumer_cpu_us_per_job": cpu["workers"] + cpu["relay"], "cpu_us_per_job": cpu,
+            "writes_alone": alone,
             "latency_ms": {"p50": p50, "p99": p99, "max": worst},
             "rss": {"processes": len(procs), "max_mb": max(procs, default=None), "total_mb": sum(procs) or None,
                     "workers_mb": rss.get("workers"), "relay_mb": rss.get("relay")},
@@ -256,4 +277,24 @@ def summarise(runs: dict[str, list[dict]], jobs: int, rounds: int) -> dict:
     peers = [s for s in PEERS if systems[s]["jobs_per_s"]["median"]]
     fastest = max(peers, key=lambda s: systems[s]["jobs_per_s"]["median"], default=None)
     return {"jobs": jobs, "rounds": rounds, "order": ["jobfence", *PEERS], "systems": systems,
-            "fastest_peer": fastest}
+            "fastest_peer": fastest, "writes_allow": writes_allow(base, runs[fastest]) if fastest else None}
+
+
+def writes_allow(base: list[dict], peer: list[dict], target: float = TARGET) -> dict:
+    """Round by round, the most jobfence could reach if PostgreSQL spent on each job only what
+    the writes alone cost it, the workers and relay as measured: cores / (the writes' CPU + the
+    consumers' CPU) per job, over the fastest peer's run of the same round. And the CPU per
+    job that `target` times that peer leaves for everything: what 1.5x has to fit in."""
+    cores = os.cpu_count() or 1
+    rounds = [(b, p) for b, p in zip(base, peer) if not b.get("error") and not p.get("error")
+              and b.get("writes_alone")]
+    out: dict = {"cores": cores, "target": target}
+    for name in ("same_writes", "job_row"):
+        pg = [b["writes_alone"][name]["postgres_cpu_us_per_job"] for b, _ in rounds]
+        most = [cores * 1e6 / (cpu + b["consumer_cpu_us_per_job"]) for cpu, (b, _) in zip(pg, rounds)]
+        out[name] = {"postgres_cpu_us_per_job": figure(pg, "µs/job"), "jobs_per_s": figure(most, "jobs/s"),
+                     "over_peer": figure([m / p["jobs_per_s"] for m, (_, p) in zip(most, rounds)], "x")}
+    out["measured"] = {k: figure([b["cpu_us_per_job"][k] for b, _ in rounds], "µs/job")
+                       for k in ("postgres", "workers", "relay")}
+    out["budget_us_per_job"] = figure([cores * 1e6 / (target * p["jobs_per_s"]) for _, p in rounds], "µs/job")
+    return out

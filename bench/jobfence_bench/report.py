@@ -51,6 +51,11 @@ def table(res: dict) -> str:
             for stmt, fig in c.get("statement_ms", {}).items():
                 _row(lines, f"  {name}: {stmt} statement ms", fig)
             _row(lines, f"  {name}: WAL bytes/job", c.get("wal_bytes_per_job"))
+        if ceil.get("no_transition_rows_100"):
+            lines.append("  where the same writes' time goes, batches of 100 (ratio: to the same writes)")
+            for label, key in (("without the transition rows (job row, rollup)", "no_transition_rows_100"),
+                               ("the job row alone (bare, as above)", "batch_100")):
+                _row(lines, f"    {label}", ceil[key].get("jobs_per_s"), sw100.get("jobs_per_s"), "same writes")
     sql = res.get("sql_path", {})
     if sql:
         lines.append("2. SQL path (2 connections, no Redis)")
@@ -247,6 +252,27 @@ def peers_table(peers: dict | None) -> list[str]:
         if r and r["median"]:
             lines.append(ROW.format(f"  jobfence ÷ the fastest peer ({fastest})", "", "", f"{r['median']:.2f}",
                                     "x, pairwise median"))
+    return lines + writes_allow_lines(peers.get("writes_allow"), fastest)
+
+
+def writes_allow_lines(allow: dict | None, fastest: str | None) -> list[str]:
+    """What the writes alone allow, beside the fastest peer (peers.writes_allow)."""
+    if not allow or not allow["same_writes"]["jobs_per_s"]["median"]:
+        return []
+    m = allow["measured"]
+    lines = [f"  what the writes allow: PostgreSQL at only the writes' CPU per job (pgbench, batches of 100, "
+             f"same round), workers and relay as measured, {allow['cores']} cores"]
+    for name, label in (("same_writes", "the same writes (job row, transition rows, rollup)"),
+                        ("job_row", "the job row alone (no transition rows, no rollup)")):
+        a = allow[name]
+        lines.append(ROW.format(f"    {label}", _fmt(a["jobs_per_s"]["median"]),
+                                f"{_fmt(a['jobs_per_s']['min'])}–{_fmt(a['jobs_per_s']['max'])}",
+                                f"{a['over_peer']['median']:.2f}", f"jobs/s at most; x {fastest}"))
+        _row(lines, f"      PostgreSQL CPU per job for {name.replace('_', ' ')}", a["postgres_cpu_us_per_job"])
+    lines.append(ROW.format("    CPU per job measured: PostgreSQL / workers / relay",
+                            " / ".join(f"{m[k]['median']:.1f}" for k in ("postgres", "workers", "relay")),
+                            "", "", "µs/job"))
+    _row(lines, f"    {allow['target']:g} x {fastest} leaves, for everything", allow["budget_us_per_job"])
     return lines
 
 
