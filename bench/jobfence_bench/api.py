@@ -24,9 +24,8 @@ import urllib.request
 from pathlib import Path
 
 from . import ceilings
-from .common import (JOBFENCE, PLAIN_COLUMNS, ROOT, Settings, figure, peak_rss_mb, progress, reset,
-                     scalar, spawn, stop, tail)
-from .judged import _pids, _ticks
+from .common import (JOBFENCE, PLAIN_COLUMNS, ROOT, Settings, cpu_ticks, figure, peak_rss_mb, postgres_ticks,
+                     progress, reset, scalar, spawn, stop, tail)
 
 CLIENTS = (1, 16, 64)
 BATCH = 1000
@@ -76,7 +75,7 @@ def _tree_ticks(pid: int) -> float:
         more = {p for p, pp in parent.items() if pp in tree} - tree
         tree |= more
         grew = bool(more)
-    return sum(_ticks(p) for p in tree)
+    return sum(cpu_ticks(p) for p in tree)
 
 
 def _cpu(api_pid: int, client_first: bool) -> dict[str, float]:
@@ -84,7 +83,7 @@ def _cpu(api_pid: int, client_first: bool) -> dict[str, float]:
     PostgreSQL. Reading /proc costs this process CPU too: it is kept outside the interval."""
     hz = os.sysconf("SC_CLK_TCK")
     client = time.process_time() if client_first else None
-    out = {"api": _tree_ticks(api_pid) / hz, "postgres": sum(_ticks(p) for p in _pids("postgres")) / hz}
+    out = {"api": _tree_ticks(api_pid) / hz, "postgres": sum(postgres_ticks().values()) / hz}
     out["client"] = client if client_first else time.process_time()
     return out
 

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from .common import PLAIN_COLUMNS, Counters, Settings, figure, progress, reset
+from .common import PLAIN_COLUMNS, Counters, Settings, figure, postgres_ticks, progress, reset
 
 CLIENTS = 2
 CLAIM = ("UPDATE plain_job SET status = 'processing', owned_by = 'bench-' || :client_id, "
@@ -98,34 +98,17 @@ def pgbench(settings: Settings, path, clients: int = CLIENTS) -> dict:
     return {"tps": tps, "statement_ms": lat}
 
 
-def _postgres_ticks() -> dict[int, int]:
-    """CPU ticks (user + system) of every process named postgres, by pid."""
-    ticks = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                head, _, tail = f.read().rpartition(")")
-        except OSError:  # ended meanwhile
-            continue
-        if head.endswith("(postgres"):
-            fields = tail.split()
-            ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
-    return ticks
-
-
 def pgbench_cpu(settings: Settings, path, batch: int) -> dict:
     """pgbench (as above) and the CPU PostgreSQL spent per job meanwhile, in µs. pgbench's own
     backends end with it, taking their counters along: /proc is read every 0.1 s during the
     run and each process's last reading kept (a tenth of a second of a 1 s run at most)."""
-    before = _postgres_ticks()
+    before = postgres_ticks()
     last = dict(before)
     done = threading.Event()
 
     def watch():
         while not done.wait(0.1):
-            last.update(_postgres_ticks())
+            last.update(postgres_ticks())
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -134,7 +117,7 @@ def pgbench_cpu(settings: Settings, path, batch: int) -> dict:
     finally:
         done.set()
         watcher.join()
-    last.update(_postgres_ticks())
+    last.update(postgres_ticks())
     seconds = sum(t - before.get(pid, 0) for pid, t in last.items()) / os.sysconf("SC_CLK_TCK")
     jobs = r["tps"] * batch * max(1, round(settings.seconds))
     return {**r, "jobs_per_s": r["tps"] * batch, "postgres_cpu_us_per_job": seconds / jobs * 1e6 if jobs else None}

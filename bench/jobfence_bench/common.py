@@ -78,6 +78,35 @@ def reset(conn: psycopg.Connection) -> None:
     conn.execute("CHECKPOINT")  # a checkpoint inside a timed run is the noisiest thing there is
 
 
+def cpu_ticks(pid: int) -> int:
+    """CPU ticks (user + system) of a process so far; 0 once it has ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def postgres_ticks() -> dict[int, int]:
+    """cpu_ticks of every PostgreSQL process (the postmaster, its backends and helpers), by
+    pid. Chosen by executable, not by command line: a client given a postgresql:// URL as an
+    argument (pgbench, a driver) is not the server."""
+    ticks = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                head, _, tail = f.read().rpartition(")")
+        except OSError:  # ended meanwhile
+            continue
+        if head.endswith("(postgres"):
+            fields = tail.split()
+            ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
 def create_plain_table(conn: psycopg.Connection) -> None:
     # The hand-rolled queue's table: the same columns, defaults, checks and indexes as
     # jobs.job, with no foreign keys, no events, no functions in front of it.

@@ -11,13 +11,13 @@ machine's two cores go."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 from psycopg.types.json import Jsonb
 
 from . import ceilings, profile
-from .common import Settings, connect, figure, peak_rss_mb, progress, reset, scalar, stop
+from .common import (Settings, connect, cpu_ticks, figure, peak_rss_mb, postgres_ticks, progress, reset,
+                     scalar, stop)
 from .e2e import start_relay, start_workers, wait_ready
 
 JOBS = 60_000
@@ -33,24 +33,10 @@ PER_CALL = 1_000
 TIMEOUT_S = 120
 
 
-def _ticks(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return int(fields[11]) + int(fields[12])
-
-
-def _pids(pattern: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
 def _cpu(workers: list, relay) -> dict[str, float]:
     hz = os.sysconf("SC_CLK_TCK")
-    return {"workers": sum(_ticks(p.pid) for p in workers) / hz, "relay": _ticks(relay.pid) / hz,
-            "postgres": sum(_ticks(p) for p in _pids("postgres")) / hz}
+    return {"workers": sum(cpu_ticks(p.pid) for p in workers) / hz, "relay": cpu_ticks(relay.pid) / hz,
+            "postgres": sum(postgres_ticks().values()) / hz}
 
 
 def one_run(settings: Settings, admin, jobs: int, spy: float = 0.0,
