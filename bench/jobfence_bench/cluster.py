@@ -119,7 +119,15 @@ def measured(tool: str, cluster: Cluster, variants: list[Path], measure: Callabl
     The cluster is stopped in every case and its files removed, except when the cluster or a
     call failed: then its message goes to stderr, the files stay for a look, and None is
     returned (the tool exits 1)."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # A SIGTERM ends the measure as Ctrl-C does: the cluster stopped, its files removed.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return _measured(tool, cluster, variants, measure)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _measured(tool: str, cluster: Cluster, variants: list[Path], measure: Callable[[dict[str, str]], T]) -> T | None:
     try:
         progress(f"a private PostgreSQL in {cluster.work} (port {cluster.port}): deploying the plan")
         cluster.init()

@@ -1,18 +1,24 @@
 """bench/statements (docs/performance.md, "Where the time goes, statement by statement"): a
 private cluster with pg_stat_statements, the working tree's plan, and a variant beside it.
 Runs the real tool end to end, small: its figures must count exactly the measured calls, not
-the warm-up, and a variant must be measured as its own schema."""
+the warm-up, and a variant must be measured as its own schema. And the failure path it shares
+with bench/instructions (cluster.measured): a line and exit 1, the cluster's files kept."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+
+from jobfence_bench import cluster  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("sqitch") is None, reason="sqitch deploys the plan")
 
@@ -51,16 +57,37 @@ def test_statements_refuses_bad_arguments_with_exit_2():
     assert "Traceback" not in out.stderr
 
 
-def test_statements_reports_a_broken_variant_with_exit_1_and_keeps_the_cluster(tmp_path):
-    variant = tmp_path / "broken.sql"
-    variant.write_text("SELECT jobs.no_such_function();\n")
-    out = subprocess.run([str(REPO / "bench" / "statements"), "--batch", "10", "--jobs", "20",
-                          "--variant", str(variant)], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1
-    assert "bench/statements: variant" in out.stderr and "no_such_function" in out.stderr
-    assert "Traceback" not in out.stderr
-    kept = out.stderr.rsplit("(the cluster's files are kept in ", 1)[1].split(")")[0]
-    try:
-        assert (Path(kept) / "server.log").is_file()  # for a look at what went wrong
-    finally:
-        shutil.rmtree(kept, ignore_errors=True)
+class _Failing:
+    """A cluster that fails as a broken variant does, after its files exist."""
+
+    def __init__(self, work: Path, error: BaseException):
+        self.work, self.port, self.error, self.stopped = work, 0, error, False
+
+    def init(self) -> None:
+        (self.work / "server.log").write_text("the server's log\n")
+        raise self.error
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_failed_measure_says_why_and_keeps_the_cluster_for_a_look(tmp_path, capsys):
+    # The path both tools share (bench/instructions and bench/statements): one line, no
+    # traceback, None (the tool exits 1), the server stopped, its files kept.
+    work = tmp_path / "cluster"
+    work.mkdir()
+    failing = _Failing(work, RuntimeError("variant broken.sql: function jobs.no_such_function() does not exist"))
+    assert cluster.measured("bench/statements", failing, [], lambda dbs: dbs) is None
+    err = capsys.readouterr().err
+    assert "bench/statements: variant broken.sql: function jobs.no_such_function() does not exist" in err
+    assert f"(the cluster's files are kept in {work})" in err
+    assert failing.stopped and (work / "server.log").is_file()
+
+
+def test_an_interrupted_measure_removes_the_cluster(tmp_path):
+    work = tmp_path / "cluster"
+    work.mkdir()
+    failing = _Failing(work, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        cluster.measured("bench/statements", failing, [], lambda dbs: dbs)
+    assert failing.stopped and not work.exists()
