@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 
 from .cluster import Cluster, measured
-from .common import progress
+from .common import progress, reset
 from .instructions import lifecycle
 
 SETTINGS = ("shared_preload_libraries = 'pg_stat_statements'\n"
@@ -36,10 +36,9 @@ SLICES = 5
 
 
 def _reset(server: Cluster, db: str) -> None:
+    """Empty tables (as every timed run of the bench starts) and statistics from zero."""
     with psycopg.connect(server.url(db), autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs.job, jobs.event, jobs.metric_minute CASCADE")
-        conn.execute("VACUUM ANALYZE jobs.job")
-        conn.execute("CHECKPOINT")
+        reset(conn)
         conn.execute("SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)")
         conn.execute("SELECT pg_stat_reset()")
 
@@ -71,7 +70,8 @@ def _read(server: Cluster, db: str, rounds: int, batch: int, top: int) -> dict:
             SELECT f.funcname, f.calls, f.self_time * 1000 / %(jobs)s, f.total_time * 1000 / %(jobs)s
               FROM pg_stat_user_functions AS f WHERE f.schemaname = 'jobs' AND f.calls > 0
              ORDER BY f.total_time DESC""", {"jobs": jobs}).fetchall()
-    return {"calls_us_per_job": total, "statements": [{"us_per_job": t, "calls": c, "toplevel": top_, "query": q}
+    return {"calls_us_per_job": total,
+            "statements": [{"us_per_job": t, "calls": c, "toplevel": top_, "query": q}
                            for t, c, top_, q in statements],
             "functions": [{"function": f, "calls": c, "self_us_per_job": s, "total_us_per_job": t}
                           for f, c, s, t in functions]}
