@@ -78,14 +78,22 @@ def reset(conn: psycopg.Connection) -> None:
     conn.execute("CHECKPOINT")  # a checkpoint inside a timed run is the noisiest thing there is
 
 
-def cpu_ticks(pid: int) -> int:
-    """CPU ticks (user + system) of a process so far; 0 once it has ended."""
+def _stat(pid: int | str) -> tuple[str, int] | None:
+    """A process's name as /proc shows it (up to its closing parenthesis) and its CPU ticks
+    (user + system) so far; None once it has ended."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            head, _, tail = f.read().rpartition(")")
     except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])
+        return None
+    fields = tail.split()
+    return head, int(fields[11]) + int(fields[12])
+
+
+def cpu_ticks(pid: int) -> int:
+    """CPU ticks (user + system) of a process so far; 0 once it has ended."""
+    stat = _stat(pid)
+    return stat[1] if stat else 0
 
 
 def postgres_ticks() -> dict[int, int]:
@@ -94,16 +102,8 @@ def postgres_ticks() -> dict[int, int]:
     argument (pgbench, a driver) is not the server."""
     ticks = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                head, _, tail = f.read().rpartition(")")
-        except OSError:  # ended meanwhile
-            continue
-        if head.endswith("(postgres"):
-            fields = tail.split()
-            ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+        if entry.name.isdigit() and (stat := _stat(entry.name)) and stat[0].endswith("(postgres"):
+            ticks[int(entry.name)] = stat[1]
     return ticks
 
 
