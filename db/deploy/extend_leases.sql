@@ -26,19 +26,19 @@ DECLARE
     bind_role boolean;
     require_token boolean;
     me regrole := quote_ident(session_user)::regrole;
-    expected uuid[];
+    matched boolean[];
 BEGIN
     SELECT p.bind_session_role, p.require_lease_token INTO bind_role, require_token FROM jobs.lease_policy AS p;
-    -- The token check needs only the item: computed once for the batch, and only when one is given.
-    expected := CASE WHEN EXISTS (SELECT 1 FROM unnest(extend_leases.tokens) AS t WHERE t IS NOT NULL)
-                     THEN jobs.lease_tokens(extend_leases.job_ids, extend_leases.lease_versions)
-                     ELSE array_fill(NULL::uuid, ARRAY[n]) END;
+    -- The token check needs only the item: made once for the batch, and only when a token is
+    -- given (matched[i]: NULL where none was).
+    matched := CASE WHEN EXISTS (SELECT 1 FROM unnest(extend_leases.tokens) AS t WHERE t IS NOT NULL)
+                    THEN jobs.lease_tokens(extend_leases.job_ids, extend_leases.lease_versions, extend_leases.tokens)
+                    ELSE array_fill(NULL::boolean, ARRAY[n]) END;
     WITH input AS (
         SELECT i.id, i.lease_version,
-               CASE WHEN i.token IS NULL THEN NOT require_token ELSE i.token = i.expected END AS token_ok
-          FROM unnest(extend_leases.job_ids, extend_leases.lease_versions,
-                      coalesce(extend_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected)
-               AS i(id, lease_version, token, expected)
+               CASE WHEN i.matched IS NULL THEN NOT require_token ELSE i.matched END AS token_ok
+          FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, matched)
+               AS i(id, lease_version, matched)
     ), locked AS (
         -- One primary-key lookup per item (LATERAL with LIMIT keeps the items outside; IS
         -- NOT DISTINCT FROM proves no partial index's predicate: see jobs.claimable), in id
@@ -74,15 +74,14 @@ BEGIN
            CASE WHEN a.held THEN now() < cur.claimed_at + cur.timeout END,
            CASE WHEN a.held THEN cur.cancel_requested_at IS NOT NULL END,
            CASE WHEN a.held THEN cur.lease_expires_at END
-      FROM unnest(extend_leases.job_ids, extend_leases.lease_versions,
-                  coalesce(extend_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected)
-           WITH ORDINALITY AS i(id, lease_version, token, expected, ord)
+      FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, matched)
+           WITH ORDINALITY AS i(id, lease_version, matched, ord)
       LEFT JOIN LATERAL (SELECT j.* FROM jobs.job AS j WHERE j.id = i.id LIMIT 1) AS cur ON true
      CROSS JOIN LATERAL (
            SELECT CASE WHEN cur.status IS DISTINCT FROM 'processing' OR cur.owned_by IS DISTINCT FROM extend_leases.worker
                             OR cur.lease_version IS DISTINCT FROM i.lease_version
                             OR (bind_role AND cur.claim_role IS DISTINCT FROM me)
-                            OR NOT (CASE WHEN i.token IS NULL THEN NOT require_token ELSE i.token = i.expected END)
+                            OR NOT (CASE WHEN i.matched IS NULL THEN NOT require_token ELSE i.matched END)
                             THEN false
                        WHEN i.id = ANY (refreshed) THEN true
                   END AS held) AS a

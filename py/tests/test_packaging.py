@@ -197,6 +197,11 @@ def test_a_fresh_venv_with_the_wheel_deploys_and_runs_a_users_worker(
     listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"],
                             capture_output=True, text=True, timeout=60).stdout.lower()
     assert "psycopg==" in listed and "fastapi" not in listed and "textual" not in listed, listed
+    # The core brings redis-py's C reply parser, and redis-py picks it up: the workers' pops
+    # decode their ids in C (docs/performance.md, "Redis replies in C").
+    parser = subprocess.run([str(python), "-c", "import redis.connection as c; "
+                             "print(c.DefaultParser.__name__)"], capture_output=True, text=True, timeout=60)
+    assert parser.stdout.strip() == "_HiredisParser", parser.stdout + parser.stderr
     project = tmp_path / "project"
     project.mkdir()
     (project / "mymodule.py").write_text(USER_APP)
