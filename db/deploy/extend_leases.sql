@@ -26,19 +26,36 @@ DECLARE
     bind_role boolean;
     require_token boolean;
     me regrole := quote_ident(session_user)::regrole;
-    matched boolean[];
+    expected uuid[];
+    token_ok boolean[];
+    inner_key bytea;
+    outer_key bytea;
 BEGIN
-    SELECT p.bind_session_role, p.require_lease_token INTO bind_role, require_token FROM jobs.lease_policy AS p;
-    -- The token check needs only the item: made once for the batch, and only when a token is
-    -- given (matched[i]: NULL where none was).
-    matched := CASE WHEN EXISTS (SELECT 1 FROM unnest(extend_leases.tokens) AS t WHERE t IS NOT NULL)
-                    THEN jobs.lease_tokens(extend_leases.job_ids, extend_leases.lease_versions, extend_leases.tokens)
-                    ELSE array_fill(NULL::boolean, ARRAY[n]) END;
+    SELECT p.bind_session_role, p.require_lease_token, p.token_key_inner, p.token_key_outer
+      INTO bind_role, require_token, inner_key, outer_key
+      FROM jobs.lease_policy AS p;
+    -- The token check needs only the item: made once for the batch, and the tokens computed
+    -- only when one is given. A token of the HMAC form that releases up to 0.1 handed out
+    -- (HMAC-SHA256 under the same key) is still the lease's, so a lease claimed before an
+    -- upgrade to one digest (lease_tokens) beats normally; that form is computed only for a
+    -- token that is not of the current one (docs/security.md, "Lease tokens"). The same rule
+    -- as finish_leases', which the pgTAP file lease_tokens.sql holds both to.
+    IF EXISTS (SELECT 1 FROM unnest(extend_leases.tokens) AS t WHERE t IS NOT NULL) THEN
+        expected := jobs.lease_tokens(extend_leases.job_ids, extend_leases.lease_versions);
+        token_ok := ARRAY(
+            SELECT CASE WHEN i.token IS NULL THEN NOT require_token
+                        WHEN i.token = i.expected THEN true
+                        ELSE coalesce(i.token = encode(substring(sha256(outer_key || sha256(inner_key || int8send(i.id) || int8send(i.lease_version)))
+                                                                 FROM 1 FOR 16), 'hex')::uuid, false) END
+              FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, extend_leases.tokens, expected)
+                   WITH ORDINALITY AS i(id, lease_version, token, expected, ord)
+             ORDER BY i.ord);
+    ELSE
+        token_ok := array_fill(NOT require_token, ARRAY[n]);
+    END IF;
     WITH input AS (
-        SELECT i.id, i.lease_version,
-               CASE WHEN i.matched IS NULL THEN NOT require_token ELSE i.matched END AS token_ok
-          FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, matched)
-               AS i(id, lease_version, matched)
+        SELECT i.id, i.lease_version, i.token_ok
+          FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, token_ok) AS i(id, lease_version, token_ok)
     ), locked AS (
         -- One primary-key lookup per item (LATERAL with LIMIT keeps the items outside; IS
         -- NOT DISTINCT FROM proves no partial index's predicate: see jobs.claimable), in id
@@ -74,14 +91,14 @@ BEGIN
            CASE WHEN a.held THEN now() < cur.claimed_at + cur.timeout END,
            CASE WHEN a.held THEN cur.cancel_requested_at IS NOT NULL END,
            CASE WHEN a.held THEN cur.lease_expires_at END
-      FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, matched)
-           WITH ORDINALITY AS i(id, lease_version, matched, ord)
+      FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, token_ok)
+           WITH ORDINALITY AS i(id, lease_version, token_ok, ord)
       LEFT JOIN LATERAL (SELECT j.* FROM jobs.job AS j WHERE j.id = i.id LIMIT 1) AS cur ON true
      CROSS JOIN LATERAL (
            SELECT CASE WHEN cur.status IS DISTINCT FROM 'processing' OR cur.owned_by IS DISTINCT FROM extend_leases.worker
                             OR cur.lease_version IS DISTINCT FROM i.lease_version
                             OR (bind_role AND cur.claim_role IS DISTINCT FROM me)
-                            OR NOT (CASE WHEN i.matched IS NULL THEN NOT require_token ELSE i.matched END)
+                            OR NOT i.token_ok
                             THEN false
                        WHEN i.id = ANY (refreshed) THEN true
                   END AS held) AS a

@@ -8,8 +8,6 @@
 -- requires: lease_policy
 -- requires: lease_tokens
 -- requires: verdict
--- reads at run time: the three-argument jobs.lease_tokens (a later rework of lease_tokens in
--- the plan; plpgsql resolves it per call)
 BEGIN;
 -- The one exit from processing, the mirror of grant_leases. complete, complete_many, fail,
 -- fail_many, snooze, snooze_many (the single forms through finish_lease) and reap are thin
@@ -60,7 +58,9 @@ DECLARE
     bind_role boolean;
     require_token boolean;
     me regrole := quote_ident(session_user)::regrole;
-    matched boolean[];
+    expected uuid[];
+    inner_key bytea;
+    outer_key bytea;
     too_big record;
     snooze_limit integer := jobs.max_snoozes();
 BEGIN
@@ -115,27 +115,36 @@ BEGIN
                       HINT = 'A snooze waits from 0 seconds to 30 days; for a later time, complete this job and submit another with run_after. Items are numbered from 0.';
         END IF;
     END IF;
-    SELECT p.bind_session_role, p.require_lease_token INTO bind_role, require_token FROM jobs.lease_policy AS p;
-    -- The token check needs only the item: made once for the batch, and only when a token is
-    -- given (matched[i]: NULL where none was).
-    matched := CASE WHEN EXISTS (SELECT 1 FROM unnest(finish_leases.tokens) AS t WHERE t IS NOT NULL)
-                    THEN jobs.lease_tokens(finish_leases.job_ids, finish_leases.lease_versions, finish_leases.tokens)
-                    ELSE array_fill(NULL::boolean, ARRAY[n]) END;
+    SELECT p.bind_session_role, p.require_lease_token, p.token_key_inner, p.token_key_outer
+      INTO bind_role, require_token, inner_key, outer_key
+      FROM jobs.lease_policy AS p;
+    -- The token check needs only the item: computed once for the batch, and only when one is given.
+    expected := CASE WHEN EXISTS (SELECT 1 FROM unnest(finish_leases.tokens) AS t WHERE t IS NOT NULL)
+                     THEN jobs.lease_tokens(finish_leases.job_ids, finish_leases.lease_versions)
+                     ELSE array_fill(NULL::uuid, ARRAY[n]) END;
     -- No explicit row locks: the UPDATE itself waits for a concurrent writer and then
     -- re-checks its WHERE on the newest row version. A row whose facts changed meanwhile (a
     -- cancel request, a reaper's requeue) is left alone by this round and decided again in
     -- the next one, from what it says then. Usually there is one round.
     LOOP
         rounds := rounds + 1;
+        -- token_ok: a token of the HMAC form that releases up to 0.1 handed out (HMAC-SHA256
+        -- under the same key) is still the lease's, so a lease claimed before an upgrade to one
+        -- digest (lease_tokens) ends normally. Computed only for a token that is not of the
+        -- current form: the usual batch pays one digest per item (docs/security.md, "Lease tokens").
         WITH input AS (
             SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord, i.delay,
                    i.verdict IN ('expired', 'timeout') AS by_reaper,
                    i.verdict IN ('expired', 'timeout')
-                   OR CASE WHEN i.matched IS NULL THEN NOT require_token ELSE i.matched END AS token_ok
+                   OR CASE WHEN i.token IS NULL THEN NOT require_token
+                           WHEN i.token = i.expected THEN true
+                           ELSE i.token = encode(substring(sha256(outer_key || sha256(inner_key || int8send(i.id) || int8send(i.lease_version)))
+                                                           FROM 1 FOR 16), 'hex')::uuid END AS token_ok
               FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
-                          finish_leases.verdicts, finish_leases.results, finish_leases.errors, matched,
+                          finish_leases.verdicts, finish_leases.results, finish_leases.errors,
+                          coalesce(finish_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected,
                           coalesce(finish_leases.delays, array_fill(NULL::interval, ARRAY[n])))
-                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, matched, delay, ord)
+                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, token, expected, delay, ord)
              WHERE pending IS NULL OR i.ord = ANY (pending)
         ), decided AS (
             -- The authority predicate, and the next-state rule (reliability contract §4;

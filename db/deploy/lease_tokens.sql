@@ -9,8 +9,10 @@ BEGIN;
 -- (docs/security.md, "Lease tokens"): the secret block leaves SHA-256 keyed through its
 -- chaining value, the assumption HMAC's own proof rests on, and HMAC's second hash only
 -- stops a length extension, which needs a longer message than the 16 bytes every token
--- hashes and the 128 bits of the digest that are never shown. The claims that hand the token
--- out call this, the writes that check it the form below. One call per batch.
+-- hashes and the 128 bits of the digest that are never shown. The one place the token is
+-- computed: the claims that hand it out and the writes that check it both call this (the
+-- writes also accept a token of the HMAC form releases up to 0.1 handed out, for a lease
+-- claimed before an upgrade: finish_leases and extend_leases). One call per batch.
 CREATE OR REPLACE FUNCTION jobs.lease_tokens(job_ids bigint[], lease_versions bigint[])
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -30,37 +32,4 @@ END $$;
 COMMENT ON FUNCTION jobs.lease_tokens(bigint[], bigint[]) IS
     'Internal: the lease token of each (job_ids[i], lease_versions[i]) (SHA-256 of the lease_policy key block and the fence, 128 bits as a uuid), in input order. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.lease_tokens(bigint[], bigint[]) FROM PUBLIC;
-
--- Whether each presented token is its lease's, in input order: NULL where none was
--- presented. The writes' token check (finish_leases, extend_leases). A token of the HMAC
--- form that releases up to 0.1 handed out (HMAC-SHA256 under the same key) is still its
--- lease's, so a lease claimed before an upgrade to this form ends or beats normally; it is
--- computed only for a token that is not the current form's, so the usual batch pays one
--- hash per item. The current form is written out here as above rather than asked of the
--- function above: a nested call and a second pass over the batch cost a completion 0.8 % of
--- its server instructions (docs/performance.md, "One digest per lease token"). The pgTAP
--- file lease_tokens.sql holds both to the same form.
-CREATE OR REPLACE FUNCTION jobs.lease_tokens(job_ids bigint[], lease_versions bigint[], presented uuid[])
-RETURNS boolean[]
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    inner_key bytea;
-    outer_key bytea;
-BEGIN
-    SELECT p.token_key_inner, p.token_key_outer INTO inner_key, outer_key FROM jobs.lease_policy AS p;
-    RETURN ARRAY(
-        SELECT CASE WHEN i.token IS NULL THEN NULL
-                    WHEN i.token = encode(substring(sha256(outer_key || int8send(i.id) || int8send(i.lease_version)) FROM 1 FOR 16), 'hex')::uuid THEN true
-                    WHEN i.id IS NULL OR i.lease_version IS NULL THEN false
-                    ELSE i.token = encode(substring(sha256(outer_key || sha256(inner_key || int8send(i.id) || int8send(i.lease_version)))
-                                                    FROM 1 FOR 16), 'hex')::uuid END
-          FROM unnest(job_ids, lease_versions, presented) WITH ORDINALITY AS i(id, lease_version, token, ord)
-         ORDER BY i.ord);
-END $$;
-COMMENT ON FUNCTION jobs.lease_tokens(bigint[], bigint[], uuid[]) IS
-    'Internal: whether each presented token is the lease token of (job_ids[i], lease_versions[i]) (NULL where none was presented; a token of the HMAC form of releases up to 0.1 is accepted too), in input order. Not granted to any role.';
-REVOKE ALL ON FUNCTION jobs.lease_tokens(bigint[], bigint[], uuid[]) FROM PUBLIC;
 COMMIT;

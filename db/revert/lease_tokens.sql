@@ -1,7 +1,5 @@
--- Revert jobfence:lease_tokens from pg: back to the body released in v0.1.0 (HMAC-SHA256),
--- without the form that checks presented tokens
+-- Revert jobfence:lease_tokens from pg: back to the body released in v0.1.0 (HMAC-SHA256)
 BEGIN;
-DROP FUNCTION jobs.lease_tokens(bigint[], bigint[], uuid[]);
 -- The lease token of (job_id, lease_version): the first 128 bits of HMAC-SHA256 under the
 -- key in jobs.lease_policy, as a uuid. A pure function of the fence and a key no caller can
 -- read, so it is unguessable, different for every lease (lease_version never repeats for a

@@ -52,7 +52,6 @@ INSERT INTO expected_fn VALUES
     ('jobs.parse_interval(text)', NULL, NULL, false),
     ('jobs.finish_leases(bigint[],text[],bigint[],jobs.verdict[],jsonb[],text[],uuid[],text,interval[])', NULL, NULL, false),
     ('jobs.lease_tokens(bigint[],bigint[])', NULL, NULL, false),
-    ('jobs.lease_tokens(bigint[],bigint[],uuid[])', NULL, NULL, false),
     ('jobs.with_lease_tokens(jobs.lease[])', NULL, NULL, false),
     ('jobs.extend_leases(bigint[],text,bigint[],uuid[])', NULL, NULL, false),
     ('jobs.claim_with_token(bigint,text,text[])', 'setof jobs.lease_grant', '{job_id,worker,queues}', true),

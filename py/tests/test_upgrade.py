@@ -102,6 +102,45 @@ def test_a_database_at_the_last_release_upgrades_to_head_with_its_jobs_in_flight
     assert upgraded == deployed, sorted(set(upgraded) ^ set(deployed))[:20]
 
 
+# The changes that decide whether a lease write's token is the lease's.
+TOKEN_CHECKS = {"lease_tokens", "finish_leases", "extend_leases"}
+
+
+def test_a_lease_granted_at_the_last_release_holds_at_every_step_of_the_upgrade(scratch_databases):
+    """sqitch deploys an upgrade change by change, each in its own transaction, while the
+    workers run (docs/upgrading.md, "Changing a signature: expand and contract"). After each
+    change since the release that touches the token check, the leases granted under the
+    release still beat with their tokens, and one of them ends."""
+    from jobfence.schema_files import plan_steps
+
+    tag = _tags()[-1]
+    steps = [s.change for s in plan_steps(REPO) if s.tag == tag and s.change in TOKEN_CHECKS]
+    if not steps:
+        pytest.skip(f"no change since {tag} touches the token check")
+    url = scratch_databases()
+    _sqitch("deploy", "--to", f"@{tag}", sqitch_target(url))
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SELECT jobs.define_type('upgrade.steps')")
+        ids = [conn.execute("SELECT id FROM jobs.submit('upgrade.steps', notify => false)").fetchone()["id"]
+               for _ in steps]
+        leases = conn.execute("SELECT * FROM jobs.claim_many_with_token(%s, 'w-old')", (ids,)).fetchall()
+    assert len(leases) == len(steps)
+    for n, change in enumerate(steps):
+        _sqitch("deploy", "--to", f"{change}@HEAD", sqitch_target(url))
+        held = leases[n:]
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            beats = conn.execute(
+                "SELECT job_id, held FROM jobs.heartbeat_many(%s, 'w-old', %s, %s::uuid[])",
+                ([lease["job_id"] for lease in held], [lease["lease_version"] for lease in held],
+                 [lease["token"] for lease in held])).fetchall()
+            assert [b["held"] for b in beats] == [True] * len(held), (change, beats)
+            ended = conn.execute("SELECT * FROM jobs.complete(%s, 'w-old', %s, NULL, %s::uuid)",
+                                 (held[0]["job_id"], held[0]["lease_version"], held[0]["token"])).fetchone()
+            assert ended["accepted"], (change, ended)
+    with psycopg.connect(url, autocommit=True) as conn:
+        done = conn.execute("SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'done'", (ids,)).fetchone()[0]
+    assert done == len(steps)
+
 
 # Released plan lines whose deploy script names fewer dependencies than the plan (frozen by
 # the tag: only a rework could change the script, and a comment is not worth one).
