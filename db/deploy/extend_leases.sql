@@ -45,8 +45,8 @@ BEGIN
         token_ok := ARRAY(
             SELECT CASE WHEN i.token IS NULL THEN NOT require_token
                         WHEN i.token = i.expected THEN true
-                        ELSE coalesce(i.token = encode(substring(sha256(outer_key || sha256(inner_key || int8send(i.id) || int8send(i.lease_version)))
-                                                                 FROM 1 FOR 16), 'hex')::uuid, false) END
+                        ELSE i.token = encode(substring(sha256(outer_key || sha256(inner_key || int8send(i.id) || int8send(i.lease_version)))
+                                                        FROM 1 FOR 16), 'hex')::uuid END
               FROM unnest(extend_leases.job_ids, extend_leases.lease_versions, extend_leases.tokens, expected)
                    WITH ORDINALITY AS i(id, lease_version, token, expected, ord)
              ORDER BY i.ord);

@@ -131,7 +131,10 @@ BEGIN
         -- token_ok: a token of the HMAC form that releases up to 0.1 handed out (HMAC-SHA256
         -- under the same key) is still the lease's, so a lease claimed before an upgrade to one
         -- digest (lease_tokens) ends normally. Computed only for a token that is not of the
-        -- current form: the usual batch pays one digest per item (docs/security.md, "Lease tokens").
+        -- current form: the usual batch pays one digest per item (docs/security.md, "Lease
+        -- tokens"). The same rule as extend_leases', which cannot call one helper with this
+        -- function: this unreleased rework comes earlier in the plan than any new change, and
+        -- would call it before an upgrade had deployed it.
         WITH input AS (
             SELECT i.id, i.worker, i.lease_version, i.verdict, i.result, i.error, i.ord, i.delay,
                    i.verdict IN ('expired', 'timeout') AS by_reaper,

@@ -2,8 +2,9 @@
 -- bits of SHA-256 over the key block of jobs.lease_policy and the fence (job id and
 -- lease_version, 8 bytes each, big-endian), as a uuid; and the writes' check (finish_leases
 -- and extend_leases, each with the same rule), which also accepts the HMAC-SHA256 form that
--- releases up to 0.1 handed out, so a lease claimed before an upgrade ends and beats normally. Nothing else about the token may change: one per
--- lease, never stored, checked only where given unless required (lease_binding.sql).
+-- releases up to 0.1 handed out, so a lease claimed before an upgrade ends and beats
+-- normally. Nothing else about the token may change: one per lease, never stored, checked
+-- only where given unless required (lease_binding.sql).
 BEGIN;
 SELECT plan(16);
 \ir helpers/lease_helpers.psql
