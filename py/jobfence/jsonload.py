@@ -41,8 +41,23 @@ def _reason(exc: BaseException) -> str:
     return str(exc).split("; use sys.", 1)[0]
 
 
+# json.loads of bytes first guesses their encoding, then wraps the C scanner in two
+# regular-expression passes for the whitespace around the value: 1.9 us for "{}", where the
+# scanner alone takes 0.2. PostgreSQL hands over UTF-8, and jsonb prints no whitespace
+# around a value: the scanner is tried first, and anything it does not read whole (a json
+# column's surrounding whitespace, an error) goes through json.loads as before.
+_scan_once = json.JSONDecoder().scan_once
+
+
 def loads(data: bytes | str) -> Any:
     """``json.loads``, or ``UndecodedJson`` for a value it refuses."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+        value, end = _scan_once(text, 0)
+        if end == len(text):
+            return value
+    except (StopIteration, ValueError, RecursionError, AttributeError, TypeError):
+        pass  # read again below, which says what is wrong
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:

@@ -6,9 +6,12 @@ issue 33: a stored payload Python's json cannot decode fails its own job only.""
 
 from __future__ import annotations
 
+import json
 import os
 
 import psycopg
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import wait_until
 
@@ -245,6 +248,51 @@ def test_a_result_is_sent_as_the_text_its_check_encoded(conn):
     assert encode_result(None) == (None, None)
     assert encode_result(float("nan"))[0].startswith("result is not JSON")
     assert "NUL" in encode_result({"s": "a\x00b"})[0]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON_VALUES)
+def test_the_worker_encodes_and_decodes_json_as_the_json_module_does(value):
+    # The worker's result encoder is built once and the drivers' reader tries the C scanner
+    # first (docs/performance.md, "What the worker decodes and encodes per job"): both must
+    # give exactly what the json module gives, whitespace around a json column included.
+    from jobfence.jsonload import loads
+    from jobfence.worker.common import _STRICT_JSON, encode_result
+
+    problem, sendable = encode_result(value)
+    if value is None:
+        assert (problem, sendable) == (None, None)
+        return
+    expected = _STRICT_JSON.encode(value)
+    if "\\u0000" in expected:
+        return  # the NUL rule, tested above
+    assert problem is None and sendable.obj == expected
+    for text in (expected, f" {expected}\n"):
+        assert loads(text.encode()) == json.loads(text)
+        assert loads(text) == json.loads(text)
+
+
+def test_json_that_python_refuses_is_read_as_undecoded_text():
+    from jobfence.jsonload import UndecodedJson, loads
+    from jobfence.worker.common import encode_result
+
+    a: list = []
+    a.append(a)
+    assert encode_result(a)[0].startswith("result is not JSON: RecursionError")
+    assert encode_result({"x": object()})[0].startswith("result is not JSON: TypeError")
+    for text, reason in ((b'{"a": 1}x', "Extra data"), (b"", "Expecting value"),
+                         (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+                         (b'{"n": ' + b"9" * 5000 + b"}", "4300 digits")):
+        found = loads(text)
+        assert isinstance(found, UndecodedJson) and reason in found.reason, found.reason
+    assert loads(b"\xef\xbb\xbf{}") == {}  # a byte order mark: json.loads reads it, so do we
 
 
 def test_a_completion_answers_only_what_is_not_plain_done(declared, client):

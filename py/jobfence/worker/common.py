@@ -101,6 +101,21 @@ class LeaseClock:
 # One encoder for every result: json.dumps with a non-default option builds a new encoder
 # on each call, which cost more than encoding a small result.
 _STRICT_JSON = json.JSONEncoder(allow_nan=False)
+# JSONEncoder.encode still builds its C encoder on every call (0.9 of a no-op result's
+# 1.4 us): this one is built once, with _STRICT_JSON's options. It keeps no circular-
+# reference markers, which a shared encoder could not keep safely for handler threads
+# encoding at once: a result that contains itself ends in RecursionError instead of
+# ValueError, a problem all the same (docs/performance.md, "What the worker decodes and
+# encodes per job").
+_strict_chunks = (json.encoder.c_make_encoder(None, _STRICT_JSON.default, json.encoder.encode_basestring_ascii,
+                                              None, ": ", ", ", False, False, False)
+                  if json.encoder.c_make_encoder is not None else None)
+
+
+def _strict_text(result: Any) -> str:
+    if _strict_chunks is None:  # an interpreter without the C accelerator
+        return _STRICT_JSON.encode(result)
+    return "".join(_strict_chunks(result, 0))
 
 
 def encode_result(result: Any) -> tuple[str | None, Jsonb | None]:
@@ -111,7 +126,7 @@ def encode_result(result: Any) -> tuple[str | None, Jsonb | None]:
     if result is None:
         return None, None
     try:
-        text = _STRICT_JSON.encode(result)
+        text = _strict_text(result)
     except (TypeError, ValueError, RecursionError) as exc:
         return f"result is not JSON: {type(exc).__name__}: {exc}", None
     # json.dumps writes NUL as the escape \u0000, which jsonb refuses. The escape text itself
