@@ -1,10 +1,11 @@
 -- pgTAP tests for leases bound to their caller: the session role that claimed a lease is the
 -- only one whose heartbeat, complete and fail are accepted (jobs.lease_policy, switched by
 -- jobs.configure_leases), lease tokens from claim_*_with_token are checked when given and
--- when required, JB001 tells a stranger nothing about the lease, events record the session
--- role, no read path shows a token, and outcome sizes are capped.
+-- when required, JB001 tells a stranger nothing about the lease and tells anyone how a lease
+-- nobody holds ended, events record the session role, no read path shows a token, and outcome
+-- sizes are capped.
 BEGIN;
-SELECT plan(66);
+SELECT plan(90);
 \ir helpers/lease_helpers.psql
 
 -- Two login roles of the worker kind: worker A and worker B (rolled back with the test).
@@ -225,6 +226,83 @@ SELECT is((jobs.complete(pg_temp.id('g'), 'host-a:1', 1, to_jsonb(repeat('x', 10
           'caps: a result of exactly 1 MiB of JSON text is accepted');
 SELECT is((jobs.fail(pg_temp.id('h'), 'host-a:1', 1, repeat('e', 65536))).accepted, true,
           'caps: an error of exactly 64 KiB is accepted');
+RESET SESSION AUTHORIZATION;
+
+-- What JB001 says about a lease nobody holds any more: how it ended, read from the job's
+-- history, since ending a lease clears claim_role (but for done) and the role wording would
+-- blame a role that did hold it. The role wording stays for a lease another role holds now.
+SELECT jobs.define_type('lb.ended', lease_timeout => '5 seconds', max_retries => 1);
+SELECT pg_temp.job(n, 'lb.ended') FROM unnest(ARRAY['r', 'q', 'x', 'y', 'z']) AS n;
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('r'), 'w1')), 1::bigint, 'ended lease: A claims r');
+RESET SESSION AUTHORIZATION;
+SELECT pg_temp.elapse(pg_temp.id('r'), '6 seconds');
+SELECT ok(pg_temp.id('r') IN (SELECT job_id FROM jobs.reap()), 'ended lease: the reaper takes r back once, queued again');
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('r'), 'w1')), 3::bigint, 'ended lease: A claims r again');
+RESET SESSION AUTHORIZATION;
+SELECT pg_temp.elapse(pg_temp.id('r'), '6 seconds');
+SELECT is((SELECT count(*) FROM jobs.reap() WHERE job_id = pg_temp.id('r')), 0::bigint, 'ended lease: the reaper takes r back twice');
+SELECT is((SELECT (status, lease_version, claim_role IS NULL)::text FROM jobs.job WHERE id = pg_temp.id('r')), '(failed,3,t)',
+          'ended lease: r is failed (exhausted) at lease_version 3, claimed by no role');
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT throws_ok($$ SELECT jobs.complete(pg_temp.id('r'), 'w1', 3, '{}') $$, 'JB001',
+                 format('jobs.complete: lease lost on job %s (you: worker w1, lease_version 3): that lease ended, the reaper took it back (lease expired, reason exhausted); the job is now failed, lease_version 3',
+                        pg_temp.id('r')),
+                 'ended lease: the former holder''s complete after the reaper failed the job -> JB001 saying the reaper took it back');
+SELECT throws_like($$ SELECT jobs.heartbeat(pg_temp.id('r'), 'w1', 3) $$,
+                   'jobs.heartbeat: lease lost on job % (you: worker w1, lease_version 3): that lease ended, the reaper took it back (lease expired, reason exhausted); the job is now failed, lease_version 3',
+                   'ended lease: the former holder''s heartbeat says the same');
+SELECT throws_like($$ SELECT jobs.complete(pg_temp.id('r'), 'w1', 1, '{}', gen_random_uuid()) $$,
+                   'jobs.complete: lease lost on job % (you: worker w1, lease_version 1): that lease ended, the reaper took it back (lease expired, reason reaped); the job is now failed, lease_version 3',
+                   'ended lease: an earlier lease the reaper requeued, with a token -> JB001 naming reason reaped');
+SELECT throws_like($$ SELECT jobs.fail(pg_temp.id('r'), 'w1', 2, 'x') $$,
+                   'jobs.fail: lease lost on job % (you: worker w1, lease_version 2): the job was never claimed at that lease_version; it is now failed, lease_version 3',
+                   'ended lease: a lease_version between two claims -> JB001 saying it was never claimed');
+-- A queued job nobody ever claimed.
+SELECT throws_ok($$ SELECT jobs.fail(pg_temp.id('q'), 'w1', 0, 'x') $$, 'JB001',
+                 format('jobs.fail: lease lost on job %s (you: worker w1, lease_version 0): the job was never claimed at that lease_version; it is now queued, lease_version 0',
+                        pg_temp.id('q')),
+                 'never claimed: fail on a queued job -> JB001 saying it was never claimed, not naming a role');
+SELECT throws_like($$ SELECT jobs.snooze(pg_temp.id('q'), 'w1', 1, '1 minute') $$,
+                   'jobs.snooze: lease lost on job % (you: worker w1, lease_version 1): the job was never claimed at that lease_version; it is now queued, lease_version 0',
+                   'never claimed: snooze says the same');
+SELECT throws_like($$ SELECT jobs.progress(pg_temp.id('q'), 'w1', 1, '{"done": 1}') $$,
+                   'jobs.progress: lease lost on job % (you: worker w1, lease_version 1): the job was never claimed at that lease_version; it is now queued, lease_version 0',
+                   'never claimed: progress says the same');
+-- A lease another role holds now: the role wording, and nothing about the holder.
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('x'), 'w1')), 1::bigint, 'held: A claims x');
+SET SESSION AUTHORIZATION lb_worker_b;
+SELECT throws_ok($$ SELECT jobs.complete(pg_temp.id('x'), 'w1', 1, '{}') $$, 'JB001',
+                 format('jobs.complete: lease lost on job %s (you: worker w1, lease_version 1): this session''s role does not hold that lease',
+                        pg_temp.id('x')),
+                 'held: B completing the lease A holds now -> JB001 with the role wording');
+SELECT throws_like($$ SELECT jobs.heartbeat(pg_temp.id('x'), 'w1', 1) $$,
+                   'jobs.heartbeat: lease lost on job % (you: worker w1, lease_version 1): this session''s role does not hold that lease',
+                   'held: B''s heartbeat -> the role wording');
+-- A's lease reaped, then claimed by B: the job is held by another role now.
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('y'), 'w1')), 1::bigint, 'held: A claims y');
+RESET SESSION AUTHORIZATION;
+SELECT pg_temp.elapse(pg_temp.id('y'), '6 seconds');
+SELECT ok(pg_temp.id('y') IN (SELECT job_id FROM jobs.reap()), 'held: the reaper takes y back');
+SET SESSION AUTHORIZATION lb_worker_b;
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('y'), 'w2')), 3::bigint, 'held: B claims y');
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT throws_ok($$ SELECT jobs.complete(pg_temp.id('y'), 'w1', 1, '{}') $$, 'JB001',
+                 format('jobs.complete: lease lost on job %s (you: worker w1, lease_version 1): this session''s role does not hold that lease',
+                        pg_temp.id('y')),
+                 'held: A''s reaped lease, the job now B''s -> JB001 with the role wording, B''s lease untold');
+-- A lease its holder ended itself.
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('z'), 'w1')), 1::bigint, 'ended by its holder: A claims z');
+SELECT is((jobs.fail(pg_temp.id('z'), 'w1', 1, 'bad input', false)).status, 'failed'::jobs.status, 'ended by its holder: A fails z');
+SELECT throws_like($$ SELECT jobs.fail(pg_temp.id('z'), 'w1', 1, 'bad input', false) $$,
+                   'jobs.fail: lease lost on job % (you: worker w1, lease_version 1): that lease already ended (reason failed); the job is now failed, lease_version 1',
+                   'ended by its holder: a repeated fail -> JB001 saying the lease already ended, not naming a role');
+SELECT is((jobs.complete(pg_temp.id('x'), 'w1', 1, '{}')).status, 'done'::jobs.status, 'ended by its holder: A completes x');
+SELECT throws_like($$ SELECT jobs.complete(pg_temp.id('x'), 'w1', 1, '{}') $$,
+                   'jobs.complete: lease lost on job % (you: worker w1, lease_version 1): that lease already ended, the job is done',
+                   'ended by its holder: a repeated complete -> JB001 saying the lease already ended');
 RESET SESSION AUTHORIZATION;
 
 SELECT * FROM finish();
