@@ -74,29 +74,39 @@ BEGIN
                            count(*)::integer AS n
                       FROM unnest(waits) AS w(s) WHERE w.s IS NOT NULL GROUP BY 1) AS g;
         END IF;
-        IF ended AND runs IS NOT NULL THEN
-            SELECT jobs.histogram_from(array_agg(g.bucket), array_agg(g.n)) INTO run_hist
-              FROM (SELECT CASE WHEN u.s < 0.001 THEN 1 ELSE least(92, 2 + floor(10 * log(u.s * 1000))::integer) END AS bucket,
-                           count(*)::integer AS n
-                      FROM unnest(runs) AS u(s) WHERE u.s IS NOT NULL GROUP BY 1) AS g;
-        END IF;
-        IF ended AND latencies IS NOT NULL THEN
-            SELECT jobs.histogram_from(array_agg(g.bucket), array_agg(g.n)), coalesce(sum(g.n) FILTER (WHERE g.met), 0)
-              INTO latency_hist, met
-              FROM (SELECT CASE WHEN l.s < 0.001 THEN 1 ELSE least(92, 2 + floor(10 * log(l.s * 1000))::integer) END AS bucket,
-                           l.s <= (SELECT date_part('epoch', t.slo_latency) FROM jobs.job_type AS t WHERE t.kind = kinds[1]) AS met,
-                           count(*)::integer AS n
-                      FROM unnest(latencies) AS l(s) WHERE l.s IS NOT NULL GROUP BY 1, 2) AS g;
-        END IF;
-        IF ended THEN
-            bands := CASE WHEN retries IS NULL THEN ARRAY[n, 0, 0, 0]::bigint[] ELSE
-                     (SELECT ARRAY[count(*) FILTER (WHERE b.band = 0), count(*) FILTER (WHERE b.band = 1),
-                                   count(*) FILTER (WHERE b.band = 2), count(*) FILTER (WHERE b.band = 3)]
-                        FROM (SELECT least(coalesce(x.retries, 0), 3) AS band FROM unnest(retries) AS x(retries)) AS b) END;
-        END IF;
+        -- What an attempt that ended brings, in one pass over the items: its run time and
+        -- latency buckets, the SLO and the retries' band grouped together (a batch's items
+        -- share a handful of groups), as three statements cost three statements' set-up.
         -- A failed attempt is one that ran (it has a run time).
-        IF r IN (4, 5, 6, 7, 9) AND runs IS NOT NULL THEN
-            attempts := (SELECT count(*) FROM unnest(runs) AS u(s) WHERE u.s IS NOT NULL);
+        IF ended OR (r IN (4, 5, 9) AND runs IS NOT NULL) THEN
+            SELECT jobs.histogram_from(array_agg(g.run_bucket) FILTER (WHERE g.run_bucket IS NOT NULL),
+                                       array_agg(g.n) FILTER (WHERE g.run_bucket IS NOT NULL)),
+                   jobs.histogram_from(array_agg(g.latency_bucket) FILTER (WHERE g.latency_bucket IS NOT NULL),
+                                       array_agg(g.n) FILTER (WHERE g.latency_bucket IS NOT NULL)),
+                   coalesce(sum(g.n) FILTER (WHERE g.met), 0),
+                   ARRAY[coalesce(sum(g.n) FILTER (WHERE g.band = 0), 0), coalesce(sum(g.n) FILTER (WHERE g.band = 1), 0),
+                         coalesce(sum(g.n) FILTER (WHERE g.band = 2), 0), coalesce(sum(g.n) FILTER (WHERE g.band = 3), 0)]::bigint[],
+                   coalesce(sum(g.n) FILTER (WHERE g.ran), 0)
+              INTO run_hist, latency_hist, met, bands, attempts
+              FROM (SELECT CASE WHEN u.run < 0.001 THEN 1 WHEN u.run IS NOT NULL
+                                THEN least(92, 2 + floor(10 * log(u.run * 1000))::integer) END AS run_bucket,
+                           CASE WHEN u.latency < 0.001 THEN 1 WHEN u.latency IS NOT NULL
+                                THEN least(92, 2 + floor(10 * log(u.latency * 1000))::integer) END AS latency_bucket,
+                           u.latency <= (SELECT date_part('epoch', t.slo_latency) FROM jobs.job_type AS t WHERE t.kind = kinds[1]) AS met,
+                           least(coalesce(u.retries, 0), 3) AS band,
+                           u.run IS NOT NULL AS ran,
+                           count(*)::integer AS n
+                      FROM unnest(kinds, runs, latencies, retries) AS u(kind, run, latency, retries)
+                     GROUP BY 1, 2, 3, 4, 5) AS g;
+            IF NOT ended THEN
+                run_hist := NULL;
+                latency_hist := NULL;
+                met := 0;
+                bands := '{0,0,0,0}';
+            END IF;
+            IF r NOT IN (4, 5, 6, 7, 9) OR runs IS NULL THEN
+                attempts := 0;
+            END IF;
         END IF;
         added := ARRAY[ROW(date_trunc('minute', now()), kinds[1], shard,
                            CASE WHEN r = 1 THEN n ELSE 0 END, CASE WHEN r = 2 THEN n ELSE 0 END,
@@ -192,7 +202,7 @@ BEGIN
     -- deliver it at least once. The NOTIFY only wakes them sooner; at most 300 ids per
     -- message, well under PostgreSQL's 8000-byte payload limit. Reading jobs.job sees the
     -- calling statement's update: a volatile function takes a fresh snapshot per query.
-    IF job_ids IS NOT NULL THEN
+    IF job_ids IS NOT NULL AND ('exhausted' = ANY (reasons) OR 'failed' = ANY (reasons)) THEN
         dead := ARRAY(SELECT d.id FROM unnest(job_ids, reasons) AS d(id, reason)
                        WHERE d.reason IN ('exhausted', 'failed') AND d.id IS NOT NULL ORDER BY d.id);
         IF cardinality(dead) > 0 THEN
