@@ -46,9 +46,13 @@ SELECT *, created_at = now() AS created
 """
 # A batch's answer needs where to push each job and what to report, not the whole row: decoding
 # every column (payload, a dozen timestamps) of 1,000 rows was most of the API's time per batch.
+# A key repeated inside the batch returns the same new row for every copy, and only the first
+# copy created it (jobs.insert_jobs inserts in spec order; the later copies meet its key).
 SUBMIT_MANY_CREATED = """
-SELECT id, kind, queue, status::text, run_after, priority, pending_children, created_at = now() AS created
-  FROM jobs.submit_many(specs => %(specs)s)
+SELECT id, kind, queue, status::text, run_after, priority, pending_children,
+       created_at = now() AND ordinality = min(ordinality) OVER (PARTITION BY id) AS created
+  FROM jobs.submit_many(specs => %(specs)s) WITH ORDINALITY
+ ORDER BY ordinality
 """
 FAN_OUT_CREATED = """
 SELECT *, created_at = now() AS created

@@ -194,6 +194,22 @@ def test_batch_is_all_or_nothing_and_bounded(api, declared):
     assert job_rows(declared) == before
 
 
+def test_a_key_repeated_inside_a_batch_is_created_only_by_its_first_item(api, declared):
+    key = {"kind": "noop", "idempotency_key": "in-batch"}
+    answer = api.post("/jobs/batch", {"jobs": [key, {"kind": "noop"}, key, key]})
+    assert answer.status == 202, answer.raw
+    jobs = answer.data["jobs"]
+    assert [j["created"] for j in jobs] == [True, True, False, False]
+    assert jobs[0]["id"] == jobs[2]["id"] == jobs[3]["id"] != jobs[1]["id"]
+    assert job_rows(declared) == 2
+    # A copy that differs from the first is a repeat like any other: 422, nothing written.
+    differing = api.post("/jobs/batch", {"jobs": [
+        {"kind": "noop", "idempotency_key": "in-batch:2", "payload": {"n": 1}},
+        {"kind": "noop", "idempotency_key": "in-batch:2", "payload": {"n": 2}}]})
+    assert assert_problem(differing, 422, "idempotency_key_reused")["differences"][0]["index"] == 1
+    assert job_rows(declared) == 2
+
+
 def test_fan_out_answers_the_coordinator_and_its_children(api, procs, declared):
     answer = api.post("/jobs/fan-out", {
         "children": [{"kind": "noop", "payload": {"i": i}} for i in range(3)],
@@ -803,6 +819,12 @@ def test_a_silent_redis_costs_one_short_timeout_not_one_per_request(procs, decla
         silent.close()
 
 
+def _enqueue_failed_count(api) -> float:
+    text = api.get("/metrics", token=ADMIN_TOKEN).raw.decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "jobfence_api_enqueue_failed_total")
+
+
 def test_enqueued_says_whether_the_signal_is_in_redis(procs, declared):
     offline = start_api(procs, name="api-offline", redis_url=f"redis://127.0.0.1:{closed_port()}/0")
     first = offline.post("/jobs", {"kind": "noop"}, headers={"Idempotency-Key": "k1"})
@@ -812,6 +834,12 @@ def test_enqueued_says_whether_the_signal_is_in_redis(procs, declared):
     assert "reaper" in again.data["detail"]
     batch = offline.post("/jobs/batch", {"jobs": [{"kind": "noop", "idempotency_key": "k1"}]})
     assert batch.data["enqueued"] is False and "reaper" in batch.data["detail"]
+    # A job is counted as parked once, by the request that created it: a key repeated
+    # inside one batch is one job.
+    parked = _enqueue_failed_count(offline)
+    twice = offline.post("/jobs/batch", {"jobs": [{"kind": "noop", "idempotency_key": "k2"}] * 2})
+    assert [j["created"] for j in twice.data["jobs"]] == [True, False], twice.raw
+    assert _enqueue_failed_count(offline) == parked + 1
 
     family = offline.post("/jobs/fan-out", {"children": [{"kind": "noop"}, {"kind": "noop"}],
                                             "then": {"kind": "noop"}})

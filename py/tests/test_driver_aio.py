@@ -56,3 +56,24 @@ def test_async_pool_says_when_postgresql_dropped_its_connection(declared, redis_
     lines = [r for r in caplog.records if getattr(r, "event", None) == "db_unavailable"]
     assert len(lines) == 1, [r.getMessage() for r in caplog.records]
     assert lines[0].fields["pool"] == name and lines[0].fields["count"] == 1
+
+
+def test_submit_jobs_says_created_once_for_a_key_repeated_in_the_batch(declared, redis_url):
+    """Only the first spec holding a key creates its job; the later copies are repeats, in
+    the flags and in what is held to the first (compare)."""
+    async def scenario():
+        async with AsyncClient(declared, redis_url) as client:
+            specs = [{"kind": "noop", "idempotency_key": "k"}, {"kind": "noop"},
+                     {"kind": "noop", "idempotency_key": "k"}]
+            plain, _ = await client.submit_jobs(specs)
+            again, _ = await client.submit_jobs(specs)
+            keyed = [dict(s, idempotency_key="c") if "idempotency_key" in s else s
+                     for s in specs]
+            compared, _ = await client.submit_jobs(keyed, compare=keyed)
+        return plain, again, compared
+
+    plain, again, compared = asyncio.run(scenario())
+    assert [s.created for s in plain] == [True, True, False]
+    assert plain[0].job.id == plain[2].job.id
+    assert [s.created for s in again] == [False, True, False]
+    assert [s.created for s in compared] == [True, True, False]
