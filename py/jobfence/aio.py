@@ -25,7 +25,8 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import LostConnections, connect_kwargs, spec_options, stamp_returned
+from .db import (LostConnections, checked_run_after, connect_kwargs, spec_options,
+                 stamp_returned)
 from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
 from .transport import fill_pipeline
@@ -142,7 +143,7 @@ class AsyncClient:
         once it commits (``Client.submit``). ``scope``: unique_while, unique_for, debounce,
         depends_on, on_dependency_failure, concurrency_key."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
-                  "idempotency_key": idempotency_key, "run_after": run_after,
+                  "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
                   "ordering_key": ordering_key, "notify": conn is not None, "priority": priority,
                   **spec_options(**scope)}
         if conn is not None:
@@ -174,7 +175,7 @@ class AsyncClient:
         spec to hold a repeated key's job to (see ``_submitted``)."""
         found = await self._submitted(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
-            "idempotency_key": idempotency_key, "run_after": run_after,
+            "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
             "ordering_key": ordering_key, "priority": priority, **spec_options(**scope)}, rows.JOB,
             lambda got: [s.created for s in _with_created(got)],
             None if compare is None or idempotency_key is None else [compare])

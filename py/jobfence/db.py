@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from . import log as jlog
 from . import rows, sql
 from .jsonload import tolerate
-from .errors import translate
+from .errors import InvalidParameter, translate
 from .tracing import current_traceparent
 
 
@@ -44,6 +44,36 @@ def interval_text(value: float | timedelta | str | None) -> str | None:
         return value
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     return f"{seconds!r} seconds"
+
+
+# PostgreSQL reads a zone offset of whole seconds within +-15:59:59, where Python's datetime
+# allows +-23:59:59.999999. A batch's run_after travels as text, which jobs.insert_jobs then
+# refuses (22023); a single submit's travels in binary, offset already applied, and the
+# server would take it. Refused here before any SQL, so one value gets one answer everywhere.
+_ZONE_OFFSET_LIMIT = timedelta(hours=16)
+RUN_AFTER_HINT = 'Use ISO 8601 with a zone offset within +-15:59, e.g. "2030-01-01T09:00:00Z".'
+
+
+def unreadable_offset(when: datetime) -> str | None:
+    """Why PostgreSQL cannot read ``when``'s zone offset as text, or None when it can."""
+    offset = when.utcoffset()
+    if offset is None:
+        return None
+    if abs(offset) >= _ZONE_OFFSET_LIMIT:
+        return "its zone offset is beyond +-15:59"
+    if offset % timedelta(seconds=1):
+        return "its zone offset is not a whole number of seconds"
+    return None
+
+
+def checked_run_after(when: datetime | None) -> datetime | None:
+    """``when``, or InvalidParameter (22023, as a batch's spec gets) for an offset
+    PostgreSQL cannot read."""
+    problem = None if when is None else unreadable_offset(when)
+    if problem:
+        raise InvalidParameter(f'run_after "{when.isoformat()}" is not a timestamp PostgreSQL '
+                               f"can read: {problem}", hint=RUN_AFTER_HINT)
+    return when
 
 
 def spec_options(unique_while: Sequence[str] | None = None,
@@ -343,7 +373,7 @@ class Database:
         unique_while, unique_for, debounce, depends_on, on_dependency_failure, concurrency_key
         (``spec_options``)."""
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
-                  "idempotency_key": idempotency_key, "run_after": run_after,
+                  "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
                   "ordering_key": ordering_key, "notify": notify, "priority": priority,
                   **spec_options(**scope)}
         if conn is not None:
@@ -358,7 +388,7 @@ class Database:
         false for an idempotent repeat of an earlier submit."""
         job = self._one(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
-            "idempotency_key": idempotency_key, "run_after": run_after,
+            "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
             "ordering_key": ordering_key, "priority": priority, **spec_options(**scope)}, rows.JOB)
         return rows.split_created(job)
 

@@ -194,6 +194,20 @@ def test_batch_is_all_or_nothing_and_bounded(api, declared):
     assert job_rows(declared) == before
 
 
+def test_a_run_after_postgresql_cannot_read_gets_one_answer_on_every_route(api, declared):
+    before = job_rows(declared)
+    for when in ("2030-01-01T00:00:00+16:00", "2030-01-01T00:00:00-16:00",
+                 "2030-01-01T00:00:00+05:30:30.5"):
+        spec = {"kind": "noop", "run_after": when}
+        for path, body in (("/jobs", spec), ("/jobs/batch", {"jobs": [spec]}),
+                           ("/jobs/fan-out", {"children": [spec], "then": {"kind": "noop"}})):
+            refused = assert_problem(api.post(path, body), 400, "invalid_parameter_value", "22023")
+            assert "run_after" in refused["detail"] and "+-15:59" in refused["hint"], refused
+    assert job_rows(declared) == before
+    edge = api.post("/jobs", {"kind": "noop", "run_after": "2030-01-01T00:00:00+15:59:59"})
+    assert edge.status == 202, edge.raw
+
+
 def test_a_key_repeated_inside_a_batch_is_created_only_by_its_first_item(api, declared):
     key = {"kind": "noop", "idempotency_key": "in-batch"}
     answer = api.post("/jobs/batch", {"jobs": [key, {"kind": "noop"}, key, key]})

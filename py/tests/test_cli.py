@@ -139,16 +139,23 @@ def test_job_ids_must_be_positive_int64(cli, command):
     assert "[JB002 job_not_found]" in top.stderr and "Traceback" not in top.stderr
 
 
-def test_bad_submit_input_is_a_clean_error(cli):
+def test_bad_submit_input_is_a_clean_error(cli, declared):
     for args, code in [(["--run-after", "1e30"], 2), (["--run-after", "-1e30"], 2),
                        (["--run-after", "nan"], 2), (["--run-after", "soon"], 2),
                        (["--payload", '{"a": "\\u0000"}'], 2), (["--payload", '{"\\u0000": 1}'], 2),
                        (["--payload", "null"], 5), (["--wait", "--timeout", "nan"], 2),
-                       (["--wait", "--timeout", "-1"], 2)]:
+                       (["--wait", "--timeout", "-1"], 2),
+                       # A zone offset PostgreSQL cannot read, alone or in a batch.
+                       (["--run-after", "2030-01-01T00:00:00+16:00"], 2),
+                       (["--run-after", "2030-01-01T00:00:00-16:00", "--count", "2"], 2)]:
         out = cli("submit", "noop", *args)
         assert out.returncode == code, (args, out.stderr)
         assert out.stderr.startswith(("Usage:", "Error:")), (args, out.stderr)
         assert "Traceback" not in out.stderr, (args, out.stderr)
+    offset = cli("submit", "noop", "--run-after", "2030-01-01T00:00:00+16:00")
+    assert "Invalid value for --run-after" in offset.stderr and "+-15:59" in offset.stderr, offset.stderr
+    with psycopg.connect(declared, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 0
 
 
 def test_numbers_beyond_the_double_range_and_bytes_that_are_not_utf8_exit_2_in_one_line(

@@ -244,6 +244,30 @@ def test_submit_with_redis_down_parks_the_job_and_returns_its_id(declared):
         assert {offline.get(i).status for i in ids} == {"enqueue_failed"}
 
 
+def test_a_run_after_postgresql_cannot_read_is_refused_by_every_submit(client, conn):
+    # PostgreSQL reads zone offsets of whole seconds within +-15:59:59; a batch sends
+    # run_after as text, which the SQL refuses (22023): a single submit, whose datetime
+    # would reach the server as a bare instant, refuses the same value before any SQL.
+    def at(**offset):
+        return datetime(2030, 1, 1, tzinfo=timezone(timedelta(**offset)))
+
+    for when in (at(hours=16), at(hours=-16), at(hours=23, minutes=59),
+                 at(hours=5, minutes=30, microseconds=500_000)):
+        for submit in (lambda: client.submit("noop", run_after=when),
+                       lambda: client.submit("noop", run_after=when, conn=conn),
+                       lambda: client.submit_job("noop", run_after=when, idempotency_key="k"),
+                       lambda: client.submit_many([{"kind": "noop", "run_after": when}])):
+            with pytest.raises(errors.InvalidParameter) as refused:
+                submit()
+            assert refused.value.sqlstate == "22023"
+            assert "run_after" in str(refused.value) and "+-15:59" in refused.value.hint
+    assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 0
+    # The bounds themselves are read.
+    for when in (at(hours=15, minutes=59, seconds=59), at(hours=-15, minutes=59, seconds=59)):
+        assert client.get(client.submit("noop", run_after=when)).run_after == when
+        assert client.get(client.submit_many([{"kind": "noop", "run_after": when}])[0]).run_after == when
+
+
 def test_idempotent_submit_returns_the_same_job(client):
     a = client.submit("noop", {"v": 1}, idempotency_key="k1")
     b = client.submit("noop", {"v": 2}, idempotency_key="k1")

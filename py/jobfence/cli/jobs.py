@@ -133,6 +133,13 @@ def _parse_when(raw: str | None) -> datetime | None:
     except ValueError:
         raise click.BadParameter("seconds from now or an ISO 8601 timestamp",
                                  param_hint=hint) from None
+    from ..db import RUN_AFTER_HINT, unreadable_offset
+
+    # Python reads offsets PostgreSQL does not: refused here, for --count 1 and a batch alike.
+    problem = unreadable_offset(when)
+    if problem:
+        raise click.BadParameter(f"{raw}: not a timestamp PostgreSQL can read: {problem} "
+                                 f"(HINT: {RUN_AFTER_HINT})", param_hint=hint)
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
