@@ -380,6 +380,14 @@ def test_replay_many_over_http(api, declared, redis_url):
     assert_problem(api.post("/dead-letters/replay", {"max_jobs": 0}), 400, "bad_request")
     assert_problem(api.post("/dead-letters/replay", {"kind": "noop", "extra": 1}), 400,
                    "bad_request")
+    # Every field is optional, so is the body: none means {} (every kind, up to 1000).
+    late = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+    api.post(f"/jobs/{late}/cancel")
+    bare = api.post("/dead-letters/replay")
+    assert bare.status == 200, bare.raw
+    assert bare.data == {"replayed": 1, "ids": [late], "enqueued": True}
+    empty = api.post("/dead-letters/replay", raw=b"")
+    assert empty.status == 200 and empty.data["replayed"] == 0, empty.raw
 
 
 # -- errors -----------------------------------------------------------------------------------

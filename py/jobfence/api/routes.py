@@ -254,7 +254,10 @@ async def replay(request: Request, job_id: int = JobId, _scope=admin):
              responses={200: {"model": s.ReplayManyAnswer, "description": "What was queued "
                               "again (possibly nothing)."},
                         **_problems(400, 401, 403, 413, 415, 503)})
-async def replay_many(request: Request, body: s.ReplayManyRequest, _scope=admin):
+async def replay_many(request: Request, body: Optional[s.ReplayManyRequest] = Body(None),
+                      _scope=admin):
+    # Every field is optional, so the body is too: none means {}, as a cancel without one.
+    body = body or s.ReplayManyRequest()
     ids, enqueued = await _client(request).replay_many(
         body.kind, error_like=body.error_like, failed_since=body.failed_since,
         max_jobs=body.max_jobs)
