@@ -25,6 +25,7 @@ from . import log as jlog
 from . import rows, sql
 from .jsonload import tolerate
 from .errors import InvalidParameter, translate
+from .names import NAME, name_hint
 from .tracing import current_traceparent
 
 
@@ -74,6 +75,41 @@ def checked_run_after(when: datetime | None) -> datetime | None:
         raise InvalidParameter(f'run_after "{when.isoformat()}" is not a timestamp PostgreSQL '
                                f"can read: {problem}", hint=RUN_AFTER_HINT)
     return when
+
+
+# jobs.replay_many's bound on error_like.
+MAX_ERROR_LIKE_BYTES = 4096
+LIKE_HINT = ("In a LIKE pattern a backslash escapes the character after it: write \\\\ for "
+             "a literal backslash, \\% and \\_ for a literal % and _.")
+
+
+def replay_filter_problem(kind: str | None, error_like: str | None) -> tuple[str, str, str] | None:
+    """(parameter, message, hint) for a filter of ``jobs.replay_many`` that would otherwise
+    be refused only once a failed job is there to compare it with (LIKE raises 22025 for a
+    pattern ending in its escape character only when an error matches it that far), or
+    never (a kind no job can have matches nothing); None when both are well formed. Checked
+    before the statement, so the answer does not depend on what has failed."""
+    if kind is not None and not NAME.fullmatch(kind):
+        return "kind", f"kind {kind[:200]!r} is malformed", name_hint("Kind")
+    if error_like is None:
+        return None
+    size = len(error_like.encode("utf-8", "surrogatepass"))
+    if size > MAX_ERROR_LIKE_BYTES:
+        return ("error_like", f"error_like is {size} bytes, over the limit of "
+                f"{MAX_ERROR_LIKE_BYTES}", "Match a distinctive part of the error, e.g. '%timeout%'.")
+    # Backslashes pair up from the left of a run: an odd run at the end leaves one escaping
+    # nothing.
+    if (len(error_like) - len(error_like.rstrip("\\"))) % 2:
+        return ("error_like", "error_like ends with the escape character \\, which escapes "
+                "nothing", LIKE_HINT)
+    return None
+
+
+def checked_replay_filter(kind: str | None, error_like: str | None) -> None:
+    """InvalidParameter (22023) for what ``replay_filter_problem`` finds."""
+    problem = replay_filter_problem(kind, error_like)
+    if problem:
+        raise InvalidParameter(f"jobs.replay_many: {problem[1]}", hint=problem[2])
 
 
 def spec_options(unique_while: Sequence[str] | None = None,
@@ -590,6 +626,7 @@ class Database:
     def replay_many(self, kind: str | None, *, error_like: str | None = None,
                     failed_since: datetime | None = None, max_jobs: int = 1000) -> list[rows.Signal]:
         """``jobs.replay_many``: the re-queued jobs, to signal."""
+        checked_replay_filter(kind, error_like)
         return self._all(sql.REPLAY_MANY, {"kind": kind, "error_like": error_like,
                                            "failed_since": failed_since, "max_jobs": max_jobs},
                          rows.SIGNAL)

@@ -390,6 +390,25 @@ def test_replay_many_over_http(api, declared, redis_url):
     assert empty.status == 200 and empty.data["replayed"] == 0, empty.raw
 
 
+def test_replay_many_filters_get_one_answer_whether_or_not_a_job_matches(api, declared):
+    # LIKE refuses a pattern ending in its escape character only once it meets a row, and no
+    # job has a malformed kind: both are refused before the statement, as GET /jobs?kind=.
+    admin(api)
+    for existing in (False, True):
+        if existing:
+            failed = api.post("/jobs", {"kind": "noop", "run_after": 3600}).data["id"]
+            api.post(f"/jobs/{failed}/cancel", {"reason": "disk 100% full"})
+        for body, location in (({"error_like": "\\"}, "body.error_like"),
+                               ({"kind": "noop", "error_like": "%\\\\\\"}, "body.error_like"),
+                               ({"kind": "Bad Kind"}, "body.kind")):
+            refused = assert_problem(api.post("/dead-letters/replay", body), 400,
+                                     "invalid_parameter_value", "22023")
+            assert refused["errors"][0]["location"] == location and refused["hint"], refused
+    assert status_of(declared, failed) == "failed"
+    found = api.post("/dead-letters/replay", {"error_like": "%100\\%%"})
+    assert found.status == 200 and found.data["ids"] == [failed], found.raw
+
+
 # -- errors -----------------------------------------------------------------------------------
 def test_every_error_is_a_problem_document_and_changes_nothing(api, declared):
     from jobfence.db import Database

@@ -121,8 +121,35 @@ def test_cli_replay_many(client, conn, clean_db, redis_url):
 @pytest.mark.parametrize("args, message", [
     (["--max-jobs", "0"], "--max-jobs"),
     (["--failed-since", "yesterday"], "neither an ISO 8601 time"),
+    (["--error-like", "\\"], "--error-like"),
+    (["--error-like", "100\\\\\\"], "escape character"),
+    (["--error-like", "é" * 2049], "over the limit of 4096"),
+    (["--kind", "Bad Kind"], "--kind"),
 ])
 def test_cli_replay_many_refuses_bad_input(clean_db, redis_url, args, message):
     out = _cli(clean_db, redis_url, "replay-many", *args)
-    assert out.returncode == 2 and message in out.stderr
+    assert out.returncode == 2 and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_replay_filters_are_refused_whether_or_not_a_job_would_match(
+        client, conn, clean_db, redis_url):
+    # LIKE refuses a pattern ending in its escape character only when it compares it with a
+    # row, and no job has a malformed kind: both are checked before the statement runs.
+    from jobfence.errors import InvalidParameter
+
+    for existing in (False, True):
+        if existing:
+            _dead_letters(client, conn, "noop", 1, "disk 100% full")
+        for filters in ({"error_like": "\\"}, {"error_like": "%\\\\\\"},
+                        {"kind": "Bad Kind"}):
+            with pytest.raises(InvalidParameter) as refused:
+                client.replay_many(filters.get("kind"), error_like=filters.get("error_like"))
+            assert refused.value.sqlstate == "22023" and refused.value.hint, refused.value
+        out = _cli(clean_db, redis_url, "replay-many", "--error-like", "\\")
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        out = _cli(clean_db, redis_url, "replay-many", "--kind", "Bad Kind", "--json")
+        assert out.returncode == 2, out.stderr
+    assert conn.execute("SELECT array_agg(status::text) FROM jobs.job").fetchone()[0] == ["failed"]
+    # An escaped escape character is a literal one.
+    assert len(client.replay_many("noop", error_like="%100\\%%")) == 1

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from .. import redact
 from ..aio import AsyncClient
+from ..db import replay_filter_problem
 from ..names import NAME, name_hint
 from ..tracing import current_traceparent, valid_traceparent
 from ..transport import MAX_JOB_ID
@@ -258,6 +259,12 @@ async def replay_many(request: Request, body: Optional[s.ReplayManyRequest] = Bo
                       _scope=admin):
     # Every field is optional, so the body is too: none means {}, as a cancel without one.
     body = body or s.ReplayManyRequest()
+    refused = replay_filter_problem(body.kind, body.error_like)
+    if refused:
+        field, message, hint = refused
+        raise ApiProblem(400, "invalid_parameter_value", f"jobs.replay_many: {message}",
+                         sqlstate="22023", hint=hint,
+                         errors=[{"location": f"body.{field}", "message": message}])
     ids, enqueued = await _client(request).replay_many(
         body.kind, error_like=body.error_like, failed_since=body.failed_since,
         max_jobs=body.max_jobs)

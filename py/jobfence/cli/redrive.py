@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import click
 
-from .common import SECONDS, client_for, json_option, json_out, map_errors
+from .common import SECONDS, client_for, json_option, json_out, map_errors, utf8_text
 
 
 class FailedSince(click.ParamType):
@@ -31,9 +31,24 @@ class FailedSince(click.ParamType):
         return datetime.now(timezone.utc) - timedelta(seconds=seconds)
 
 
+def _filter(ctx, param, value):
+    """A bad --kind or --error-like is a usage error whether or not a failed job would meet
+    it (jobfence.db.replay_filter_problem)."""
+    from ..db import replay_filter_problem
+
+    name = param.name.replace("_", "-")
+    value = utf8_text(value, f"--{name}")
+    kind, error_like = (value, None) if param.name == "kind" else (None, value)
+    problem = replay_filter_problem(kind, error_like)
+    if problem:
+        raise click.BadParameter(f"{problem[1]} (HINT: {problem[2]})", ctx, param)
+    return value
+
+
 @click.command("replay-many")
-@click.option("--kind", default=None, help="Only this kind (default: every kind).")
-@click.option("--error-like", default=None, metavar="PATTERN",
+@click.option("--kind", default=None, callback=_filter,
+              help="Only this kind (default: every kind).")
+@click.option("--error-like", default=None, metavar="PATTERN", callback=_filter,
               help="Only jobs whose error matches this LIKE pattern, e.g. '%timeout%'.")
 @click.option("--failed-since", type=FailedSince(), default=None,
               help="Only jobs that failed at or after this ISO 8601 time, or this many "
