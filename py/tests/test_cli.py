@@ -245,3 +245,42 @@ def test_invalid_parameter_prints_the_server_message_and_hint(cli, declared):
     if diag.message_hint:
         expected += f" (HINT: {diag.message_hint})"
     assert f"Error: {expected} [22023 invalid_parameter_value]" in out.stderr, out.stderr
+
+
+def test_server_errors_outside_the_registry_print_postgresql_condition_names(cli, declared):
+    # docs/cli.md: "[SQLSTATE name]" with PostgreSQL's condition name, the form of the
+    # registry's own codes ([22023 invalid_parameter_value]), never a driver's class name.
+    from role_helpers import login_role, url_as
+
+    with login_role(declared, "jobs_producer") as producer:
+        out = cli("--database-url", url_as(declared, producer), "replay-many", "--kind", "noop")
+    assert out.returncode == 1, out.stderr
+    assert "[42501 insufficient_privilege]" in out.stderr and "Insufficient" not in out.stderr
+    from jobfence.cli.common import server_error
+
+    with psycopg.connect(declared, autocommit=True) as c:
+        for statement, tag in (("SELECT 'xy' LIKE 'x\\'", "[22025 invalid_escape_sequence]"),
+                               ("SELECT 1 / 0", "[22012 division_by_zero]"),
+                               ("SELECT * FROM no_such_table", "[42P01 undefined_table]")):
+            with pytest.raises(psycopg.Error) as raised:
+                c.execute(statement)
+            assert server_error(raised.value).endswith(tag), server_error(raised.value)
+
+
+def test_every_postgresql_sqlstate_has_its_condition_name():
+    from pathlib import Path
+
+    from jobfence.sqlstates import condition_name
+
+    tables = sorted(Path("/usr/share/postgresql").glob("*/errcodes.txt"))
+    if not tables:
+        pytest.skip("PostgreSQL's errcodes.txt is not installed here")
+    named = 0
+    for line in tables[-1].read_text().splitlines():
+        fields = line.split()
+        if len(fields) == 4 and not line.startswith(("#", "Section")):
+            assert condition_name(fields[0]) == fields[3], fields
+            named += 1
+    assert named > 250
+    # A code PostgreSQL does not define (an application's own RAISE) has no name to print.
+    assert condition_name("U0001") is None

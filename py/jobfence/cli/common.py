@@ -191,7 +191,11 @@ def tag(exc: JobfenceError) -> str:
 
 
 def server_error(exc: psycopg.Error) -> str:
-    """A server error's message, HINT and [SQLSTATE name], without the traceback."""
+    """A server error's message, HINT and [SQLSTATE name], without the traceback: the name
+    is PostgreSQL's condition name, as the registry's codes print theirs (a code PostgreSQL
+    does not define, an application's own, prints alone)."""
+    from ..sqlstates import condition_name
+
     diag = exc.diag
     text = diag.message_primary or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if diag.message_detail:
@@ -199,7 +203,8 @@ def server_error(exc: psycopg.Error) -> str:
     if diag.message_hint:
         text += f" (HINT: {diag.message_hint})"
     if exc.sqlstate:
-        text += f" [{exc.sqlstate} {type(exc).__name__}]"
+        name = condition_name(exc.sqlstate)
+        text += f" [{exc.sqlstate} {name}]" if name else f" [{exc.sqlstate}]"
     return text
 
 
