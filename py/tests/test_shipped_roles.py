@@ -7,6 +7,7 @@ and --no-auth; a scope no login can serve is refused at start in one line."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import uuid
@@ -230,3 +231,21 @@ def test_a_dead_letter_pages_the_webhook_under_the_shipped_roles(procs, shipped)
         assert not reaper.find("permission denied"), reaper.tail()
     finally:
         hook.close()
+
+
+def test_status_under_the_worker_login_shows_the_job_without_its_history(shipped):
+    # A worker's role may read a job (jobs.get) but not its history (jobs.events): status
+    # shows the job and says why the history is missing, instead of failing with 42501.
+    submitted = _jobfence(shipped["jobfence_admin"], "submit", "noop", "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = str(json.loads(submitted.stdout)["id"])
+    shown = _jobfence(shipped["jobfence_worker"], "status", job_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "kind" in shown.stdout and "noop" in shown.stdout and "reason" not in shown.stdout
+    assert "may not read a job's history" in shown.stderr and "Traceback" not in shown.stderr
+    as_json = _jobfence(shipped["jobfence_worker"], "status", job_id, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["events"] is None
+    # The admin's login reads the history as before.
+    full = _jobfence(shipped["jobfence_admin"], "status", job_id, "--json")
+    assert [e["reason"] for e in json.loads(full.stdout)["events"]][:1] == ["submitted"]

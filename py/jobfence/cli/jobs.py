@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
+import psycopg
 
 from .common import (EXIT_INVALID, EXIT_JOB_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
                      ID_COMMAND, JOB_ID, SECONDS, Fail, client_for, fmt, job_dict, json_option,
@@ -257,15 +258,26 @@ def _progress(client, ids: list[int], timeout: float, *, quiet: bool = False,
 @map_errors
 def status(ctx, job_id, events, as_json):
     """Show a job (and its event history)."""
+    unread = None
     with client_for(ctx) as client:
         job = client.get(job_id)
-        history = client.events(job_id) if events else []
+        history = []
+        if events:
+            try:
+                history = client.events(job_id)
+            except psycopg.errors.InsufficientPrivilege:
+                # A worker's role may read a job but not its history (docs/security.md): the
+                # job is still worth showing, and the rest of the answer says what is missing.
+                unread = ("this role may not read a job's history (jobs.events); the job is "
+                          "shown without it (--no-events asks for no history)")
+    if unread:
+        click.echo(f"note: {unread}", err=True)
     if as_json:
         out = job_dict(job)
         if events:
-            out["events"] = [{k: getattr(e, k) for k in ("at", "from_status", "to_status",
-                                                         "lease_version", "worker", "reason",
-                                                         "error")} for e in history]
+            out["events"] = None if unread else [
+                {k: getattr(e, k) for k in ("at", "from_status", "to_status", "lease_version",
+                                            "worker", "reason", "error")} for e in history]
         json_out(out)
         return
     fields = ["id", "kind", "queue", "status", "attempts", "lease_version", "owned_by", "payload",
@@ -287,7 +299,7 @@ def status(ctx, job_id, events, as_json):
             continue
         if f in data and (data[f] is not None or f in ("result", "error")):
             click.echo(f"{f.ljust(width)}  {fmt(data[f])}")
-    if events:
+    if events and not unread:
         click.echo("")
         click.echo(table(["at", "from", "to", "lease", "worker", "reason", "error"],
                           [[e.at, e.from_status, e.to_status, e.lease_version, e.worker,
