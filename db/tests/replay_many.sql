@@ -2,7 +2,7 @@
 -- error pattern and failure time, bounded, returning what to signal.
 -- Contract: docs/sql-api.md "replay_many".
 BEGIN;
-SELECT plan(15);
+SELECT plan(21);
 \ir helpers/lease_helpers.psql
 
 DO $$ BEGIN
@@ -72,6 +72,29 @@ SELECT results_eq($$ SELECT status::text, pending_children FROM jobs.job WHERE i
     $$ VALUES ('queued', 1) $$, 'replay_many: the coordinator replayed with its child waits for the child');
 
 SELECT throws_ok($$ SELECT * FROM jobs.replay_many('tc.rm', max_jobs => 0) $$, '22023', NULL, 'replay_many: max_jobs 0 -> 22023');
+-- Bad filters are refused before any row is read: the same answer with no failed job as with
+-- one whose error the pattern reaches the end of (where LIKE itself would raise 22025).
+DELETE FROM jobs.job WHERE status = 'failed';
+SELECT throws_ok($$ SELECT * FROM jobs.replay_many(NULL, error_like => 'x\') $$, '22023',
+    'jobs.replay_many: error_like ends with the escape character \, which escapes nothing',
+    'replay_many: a pattern ending in a lone escape character -> 22023 with no failed job');
+SELECT throws_ok($$ SELECT * FROM jobs.replay_many('Bad Kind') $$, '22023',
+    'jobs.replay_many: kind ''Bad Kind'' is malformed', 'replay_many: a malformed kind -> 22023 with no failed job');
+DO $$
+DECLARE
+    doomed bigint := (SELECT s.id FROM jobs.submit('tc.rm', '{}') AS s);
+BEGIN
+    PERFORM jobs.claim(doomed, 'w7');
+    PERFORM jobs.fail(doomed, 'w7', 1, 'x', retryable => false);
+END $$;
+SELECT throws_ok($$ SELECT * FROM jobs.replay_many(NULL, error_like => 'x\') $$, '22023', NULL,
+    'replay_many: ... and the same with a failed job the pattern reaches the end of');
+SELECT is((SELECT count(*) FROM jobs.replay_many(NULL, error_like => 'x\\')), 0::bigint,
+    'replay_many: a doubled backslash matches a literal one (none here), and is no error');
+SELECT is((SELECT count(*) FROM jobs.replay_many('tc.rm', error_like => 'x')), 1::bigint,
+    'replay_many: the failed job replays once the filters are well formed');
+SELECT throws_ok($$ SELECT * FROM jobs.replay_many(NULL, error_like => repeat('x', 4097)) $$, '22023', NULL,
+    'replay_many: an error_like over 4096 bytes -> 22023');
 SELECT is_empty($$ SELECT * FROM jobs.audit() WHERE violations > 0 $$, 'replay_many: jobs.audit finds every replay legal');
 
 SELECT * FROM finish();
