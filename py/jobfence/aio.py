@@ -25,8 +25,8 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import (LostConnections, checked_replay_filter, checked_run_after, connect_kwargs,
-                 spec_options, stamp_returned)
+from .db import (LostConnections, checked_run_after, connect_kwargs, spec_options,
+                 stamp_returned)
 from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
 from .transport import fill_pipeline
@@ -273,7 +273,6 @@ class AsyncClient:
     async def replay_many(self, kind: str | None, *, error_like: str | None = None,
                           failed_since=None, max_jobs: int = 1000) -> tuple[list[int], bool]:
         """``jobs.replay_many``, then push what it re-queued: (ids, pushed)."""
-        checked_replay_filter(kind, error_like)
         found = await self._all(sql.REPLAY_MANY, {"kind": kind, "error_like": error_like,
                                                   "failed_since": failed_since,
                                                   "max_jobs": max_jobs}, rows.SIGNAL)
