@@ -5,7 +5,7 @@
 -- nobody holds ended, events record the session role, no read path shows a token, and outcome
 -- sizes are capped.
 BEGIN;
-SELECT plan(90);
+SELECT plan(93);
 \ir helpers/lease_helpers.psql
 
 -- Two login roles of the worker kind: worker A and worker B (rolled back with the test).
@@ -303,6 +303,19 @@ SELECT is((jobs.complete(pg_temp.id('x'), 'w1', 1, '{}')).status, 'done'::jobs.s
 SELECT throws_like($$ SELECT jobs.complete(pg_temp.id('x'), 'w1', 1, '{}') $$,
                    'jobs.complete: lease lost on job % (you: worker w1, lease_version 1): that lease already ended, the job is done',
                    'ended by its holder: a repeated complete -> JB001 saying the lease already ended');
+RESET SESSION AUTHORIZATION;
+-- A lease the reaper ended at the job's execution timeout: taken back too, as reason timed_out.
+SELECT jobs.define_type('lb.timed', lease_timeout => '5 seconds', timeout => '5 seconds', max_retries => 2);
+SELECT pg_temp.job('t', 'lb.timed');
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT is((SELECT lease_version FROM jobs.claim(pg_temp.id('t'), 'w1')), 1::bigint, 'timed out: A claims t');
+RESET SESSION AUTHORIZATION;
+SELECT pg_temp.elapse(pg_temp.id('t'), '6 seconds');
+SELECT ok(pg_temp.id('t') IN (SELECT job_id FROM jobs.reap()), 'timed out: the reaper takes t back at its timeout');
+SET SESSION AUTHORIZATION lb_worker_a;
+SELECT throws_like($$ SELECT jobs.complete(pg_temp.id('t'), 'w1', 1, '{}') $$,
+                   'jobs.complete: lease lost on job % (you: worker w1, lease_version 1): that lease ended, the reaper took it back (timeout after %, reason timed_out); the job is now queued, lease_version 2',
+                   'timed out: the former holder''s complete -> JB001 saying the reaper took it back at the timeout');
 RESET SESSION AUTHORIZATION;
 
 SELECT * FROM finish();
