@@ -25,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from . import log as jlog
 from . import redis_urls, rows, sql
 from .client import Client
-from .db import (LostConnections, checked_run_after, connect_kwargs, spec_options,
+from .db import (LostConnections, checked_run_after, connect_kwargs, single_spec_options,
                  stamp_returned)
 from .errors import IdempotencyKeyReused, translate
 from .jsonload import tolerate_async
@@ -145,7 +145,7 @@ class AsyncClient:
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
                   "ordering_key": ordering_key, "notify": conn is not None, "priority": priority,
-                  **spec_options(**scope)}
+                  **single_spec_options(**scope)}
         if conn is not None:
             try:
                 async with conn.cursor(row_factory=rows.JOB) as cur:
@@ -176,7 +176,7 @@ class AsyncClient:
         found = await self._submitted(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
-            "ordering_key": ordering_key, "priority": priority, **spec_options(**scope)}, rows.JOB,
+            "ordering_key": ordering_key, "priority": priority, **single_spec_options(**scope)}, rows.JOB,
             lambda got: [s.created for s in _with_created(got)],
             None if compare is None or idempotency_key is None else [compare])
         submitted = _with_created(found)

@@ -124,6 +124,20 @@ def spec_options(unique_while: Sequence[str] | None = None,
             "on_dependency_failure": on_dependency_failure, "concurrency_key": concurrency_key}
 
 
+def single_spec_options(**scope) -> dict:
+    """``spec_options`` for one submit (``jobs.submit``), whose depends_on holds job ids only:
+    a ``{"spec": n}`` names an earlier spec of the same batch, and one submit has none
+    (InvalidParameter, 22023, as the batch refuses a position with no earlier spec)."""
+    options = spec_options(**scope)
+    if any(isinstance(d, dict) for d in options["depends_on"] or ()):
+        raise InvalidParameter(
+            "depends_on of a single submit must be job ids: {\"spec\": n} names an earlier spec "
+            "of the same batch, and a single submit has none",
+            hint="Submit the specs together (submit_many, POST /jobs/batch) to depend on one "
+                 "of them before it has an id.")
+    return options
+
+
 def job_spec(kind: str, payload: Any = None, *, idempotency_key: str | None = None,
           run_after: datetime | None = None, ordering_key: str | None = None,
           notify: bool = False, priority: int | None = None,
@@ -403,7 +417,7 @@ class Database:
         params = {"kind": kind, "payload": Jsonb({} if payload is None else payload),
                   "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
                   "ordering_key": ordering_key, "notify": notify, "priority": priority,
-                  **spec_options(**scope)}
+                  **single_spec_options(**scope)}
         if conn is not None:
             return self.run(conn, sql.SUBMIT, params, rows.JOB)[0]
         return self._one(sql.SUBMIT, params, rows.JOB)
@@ -417,7 +431,7 @@ class Database:
         job = self._one(sql.SUBMIT_CREATED, {
             "kind": kind, "payload": Jsonb({} if payload is None else payload),
             "idempotency_key": idempotency_key, "run_after": checked_run_after(run_after),
-            "ordering_key": ordering_key, "priority": priority, **spec_options(**scope)}, rows.JOB)
+            "ordering_key": ordering_key, "priority": priority, **single_spec_options(**scope)}, rows.JOB)
         return rows.split_created(job)
 
     def submit_many(self, specs: Sequence[dict], conn: psycopg.Connection | None = None

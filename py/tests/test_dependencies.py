@@ -61,6 +61,10 @@ def test_bad_dependencies_are_refused_and_submit_nothing(client, conn):
                                                "on_dependency_failure": "later"}])
     with pytest.raises(InvalidParameter, match="cycle"):
         client.submit_many([{"kind": "noop", "depends_on": [{"spec": 0}]}])
+    # A single submit has no earlier spec to name.
+    with pytest.raises(InvalidParameter, match="single submit") as single:
+        client.submit("noop", depends_on=[{"spec": 0}])
+    assert single.value.hint and "submit_many" in single.value.hint
     assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == before
 
 
@@ -77,6 +81,7 @@ def test_http_api_takes_dependencies_by_id_and_by_position(procs, declared):
     assert got.data["pending_children"] == 1 and got.data["has_dependents"] is False, got.raw
     assert api.get(f"/jobs/{second}").data["has_dependents"] is True
     for body in ({"kind": "noop", "depends_on": []}, {"kind": "noop", "depends_on": ["1"]},
+                 {"kind": "noop", "depends_on": [{"spec": 0}]},
                  {"kind": "noop", "depends_on": [987654321]},
                  {"kind": "noop", "on_dependency_failure": "run"},
                  {"kind": "noop", "depends_on": [first.data["id"]], "on_dependency_failure": "later"}):
