@@ -34,7 +34,8 @@ def script(batch: int) -> str:
 
 
 # The same writes as the package's, without its checks: per job, the job row (same columns,
-# defaults and indexes), one transition row per step into the partitioned log, and per batch
+# defaults and indexes; it records the submission), one transition row per later step (the
+# claim, the completion) into the partitioned log, and per batch
 # one upsert of the minute's rollup row (counters, and the wait or run histogram the real
 # rollup writes at claim and at completion). Rows are found by primary key, as the functions
 # find the ids they are given.
@@ -58,7 +59,6 @@ def same_writes_script(batch: int, transition_rows: bool = True) -> str:
         return (f"ev AS (INSERT INTO plain_event (job_id, {columns}) SELECT id, {values} FROM {rows}), ")
 
     submit = (f"WITH ins AS (INSERT INTO plain_job ({PLAIN_COLUMNS}) VALUES {plain_values(batch)} RETURNING id), "
-              + logged("ins", "to_status, lease_version, reason", "'queued', 0, 'submitted'")
               + _rollup("submitted", None, str(batch)) +
               " SELECT array_agg(id) AS ids FROM ins \\gset")
     claim = ("WITH c AS (" + CLAIM.rstrip(";") + "), "
@@ -73,7 +73,7 @@ def same_writes_script(batch: int, transition_rows: bool = True) -> str:
 
 
 def no_transition_rows_script(batch: int) -> str:
-    """The same writes without the three transition rows: the job row and the rollup."""
+    """The same writes without the two transition rows: the job row and the rollup."""
     return same_writes_script(batch, transition_rows=False)
 
 
@@ -158,16 +158,15 @@ def run(settings: Settings, admin) -> dict:
 
 def insert_only(settings: Settings, conn, rows: int, keys: bool, same_writes: bool = False) -> float:
     """One multi-row INSERT of `rows` rows into the plain table, from this connection: ms.
-    With `same_writes`, also their submitted events and the rollup's upsert, in the same
-    statement (what submit_many writes)."""
+    With `same_writes`, also the rollup's upsert, in the same statement (what submit_many
+    writes: the job rows record their submission)."""
     payloads = [f'{{"n": {i}}}' for i in range(rows)]
     keyvals = [f"k{time.monotonic_ns()}-{i}" for i in range(rows)] if keys else [None] * rows
     insert = (f"INSERT INTO plain_job ({PLAIN_COLUMNS}, idempotency_key) "
               "SELECT 'bench', 'default', p::jsonb, 3, '15 s', '30 s', k "
               "FROM unnest(%s::text[], %s::text[]) AS u(p, k) RETURNING id")
     if same_writes:
-        insert = (f"WITH ins AS ({insert}), ev AS (INSERT INTO plain_event (job_id, to_status, lease_version, reason) "
-                  "SELECT id, 'queued', 0, 'submitted' FROM ins), "
+        insert = (f"WITH ins AS ({insert}), "
                   + _rollup("submitted", None, str(rows)).replace(SHARD, "0") + " SELECT id FROM ins")
     t = time.perf_counter()
     conn.execute(insert, (payloads, keyvals)).fetchall()

@@ -44,7 +44,7 @@ def table(res: dict) -> str:
     sw1, sw100 = ceil.get("same_writes_1", {}), ceil.get("same_writes_100", {})
     if ceil:
         lines.append("1. pgbench ceilings (2 clients): bare = the job row alone; same writes = job row, "
-                     "3 event rows, rollup upserts")
+                     "2 event rows (claim, completion), rollup upserts")
         for name, c in (("unbatched", c1), ("batches of 100", c100),
                         ("same writes, unbatched", sw1), ("same writes, batches of 100", sw100)):
             _row(lines, f"  {name}: jobs/s", c.get("jobs_per_s"))
@@ -172,7 +172,7 @@ def table(res: dict) -> str:
                 _row(lines, f"  {name}: {query} ms", fig)
         b = scale.get("bytes_per_million_done")
         if b:
-            lines.append("  bytes per million done jobs (with their 3 events): " + ", ".join(
+            lines.append("  bytes per million done jobs (with their 2 events): " + ", ".join(
                 f"{k} {v / 2**20:,.0f} MiB" for k, v in b.items()))
     lines += api_table(res.get("api"))
     lines += pooler_table(res.get("pooler"))

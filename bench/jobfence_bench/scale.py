@@ -3,8 +3,8 @@
 cost on disk.
 
 Rows are generated straight into jobs.job and jobs.event as the owner, in the shape the
-functions write (a done job carries its submitted, claimed and completed events), so the
-set-up takes seconds per million instead of the minutes the API would."""
+functions write (a done job carries its claimed and completed events; the row records its
+submission), so the set-up takes seconds per million instead of the minutes the API would."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ EVENTS = """
 INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
 SELECT j.id, j.created_at, e.f::jobs.status, e.t::jobs.status, e.v, e.w, e.r
   FROM jobs.job AS j
-  CROSS JOIN (VALUES (NULL, 'queued', 0, NULL, 'submitted'), ('queued', 'processing', 1, 'w', 'claimed'),
+  CROSS JOIN (VALUES ('queued', 'processing', 1, 'w', 'claimed'),
                      ('processing', 'done', 1, 'w', 'completed')) AS e(f, t, v, w, r)
- WHERE j.id > %(after)s AND (j.status = 'done' OR e.r = 'submitted')
+ WHERE j.id > %(after)s AND j.status = 'done'
 """
 # A month of rollup minutes for the bench kind, every histogram full (the last day in all four
 # shards, the days before as compaction folds them):

@@ -2,13 +2,15 @@
 -- requires: job
 -- requires: event
 -- requires: transitions
+-- requires: history
 BEGIN;
 -- The invariants of docs/reliability.md checked over the recorded history, on a live
 -- database: every job's events are a legal path of jobs.transitions() (the same table the
 -- functions follow), each lease_version is its predecessor's plus what the transition bumps,
 -- at most one accepted completion per job, the row agrees with its last event, and no lease
--- outlives its expiry by more than two reaper intervals. One pass over jobs.event in
--- (job_id, id) order and one over the unfinished jobs; read-only.
+-- outlives its expiry by more than two reaper intervals. One pass over jobs.history (the
+-- submissions from jobs.job, the rest from jobs.event) in (job_id, id) order and one over the
+-- unfinished jobs; read-only.
 CREATE OR REPLACE FUNCTION jobs.audit(reaper_interval interval DEFAULT '5 seconds', examples integer DEFAULT 10)
 RETURNS TABLE (check_name text, violations bigint, example_job_ids bigint[], description text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -31,7 +33,7 @@ BEGIN
         SELECT e.job_id, e.at, e.reason, e.from_status, e.to_status, e.lease_version,
                lag(e.to_status) OVER w AS prev_status, lag(e.lease_version) OVER w AS prev_version,
                row_number() OVER w = 1 AS first, lead(e.id) OVER w IS NULL AS last
-          FROM jobs.event AS e
+          FROM jobs.history AS e
         WINDOW w AS (PARTITION BY e.job_id ORDER BY e.id)
     ), judged AS (
         SELECT h.*, l.reason IS NOT NULL AS is_legal,
@@ -81,7 +83,7 @@ BEGIN
             ('lease_versions', 'lease_version starts at 0 and grows exactly by what each transition bumps', 3),
             ('one_completion', 'at most one accepted completion per job', 4),
             ('row_matches_history', 'the job''s status and lease_version are those of its last event', 5),
-            ('history_of_every_job', 'every job has events and every history has its job', 6),
+            ('history_of_every_job', 'every history has its job (a job''s submission is its row, so every job has one)', 6),
             ('leases_reaped', 'no lease outlives its expiry by more than two reaper intervals', 7)) AS c(name, about, ord)
     )
     SELECT k.name, count(f.job_id),
@@ -93,7 +95,7 @@ BEGIN
      ORDER BY k.ord;
 END $$;
 COMMENT ON FUNCTION jobs.audit(interval, integer) IS
-    'Check the invariants over jobs.job and jobs.event: one row per check with the number of violating jobs and some of their ids. Read-only. Granted to jobs_admin.';
+    'Check the invariants over jobs.job and jobs.history (the submissions read from the job rows, every later transition from jobs.event): one row per check with the number of violating jobs and some of their ids. Read-only. Granted to jobs_admin.';
 REVOKE ALL ON FUNCTION jobs.audit(interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.audit(interval, integer) TO jobs_admin;
 COMMIT;

@@ -1,6 +1,7 @@
 -- Deploy jobfence:events to pg
 -- requires: own_jobs_only
 -- requires: event
+-- requires: history
 BEGIN;
 CREATE OR REPLACE FUNCTION jobs.events(job_id bigint)
 RETURNS SETOF jobs.event
@@ -14,8 +15,9 @@ AS $$
 BEGIN
     -- With producer ownership on, another role's job has no history to show (as unknown);
     -- nor has a pruned job, whose history waits in its day partitions to be dropped whole.
+    -- jobs.history: the submission is the job row, the later transitions jobs.event's.
     RETURN QUERY
-    SELECT e.* FROM jobs.event AS e
+    SELECT e.* FROM jobs.history AS e
      WHERE e.job_id = events.job_id
        AND EXISTS (SELECT 1 FROM jobs.job AS j
                     WHERE j.id = events.job_id
@@ -24,7 +26,7 @@ BEGIN
      ORDER BY e.id;
 END $$;
 COMMENT ON FUNCTION jobs.events(bigint) IS
-    'A job''s transition history, oldest first: from/to status, lease_version after the transition, worker (the name given), session_role (the login role that acted), reason, error. Zero rows for an unknown job.';
+    'A job''s transition history (jobs.history), oldest first; the first row, its submission, is read from the job row, with the job''s id negated as its id. From/to status, lease_version after the transition, worker (the name given), session_role (the login role that acted), reason, error. Zero rows for an unknown job.';
 REVOKE ALL ON FUNCTION jobs.events(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.events(bigint) TO jobs_producer, jobs_admin;
 COMMIT;

@@ -411,11 +411,10 @@ BEGIN
         RETURNING j.*
     ), inserted AS (
         SELECT * FROM keyless UNION ALL SELECT * FROM keyed
-    ), logged AS (
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, reason)
-        SELECT i.id, now(), NULL, 'queued', i.lease_version, 'submitted'
-          FROM inserted AS i
     )
+    -- No transition row: the job row is the record of its submission (created_at,
+    -- submitted_by, lease_version 0), which jobs.history reads (docs/design.md "What is
+    -- recorded where").
     -- i::jobs.job: the CTE's rows are anonymous records, and assigning a record[] to a
     -- jobs.job[] variable converts every row through its text form (record_out, record_in:
     -- a fifth of a 1,000-spec submit's time).

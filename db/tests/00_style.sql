@@ -2,7 +2,7 @@
 -- present and future (docs/design.md §4 "Every function"), plus the exact public surface:
 -- function signatures and return types, the status enum and the composite types.
 BEGIN;
-SELECT plan(89);
+SELECT plan(90);
 
 -- The public API of docs/design.md §4 plus the internal helpers of docs/decisions.md.
 CREATE TEMP TABLE expected_fn (signature text, returns text, argnames text[], public boolean);
@@ -183,12 +183,12 @@ SELECT is_empty($$ SELECT c.oid::regclass, at.attname
                 'style: no column-level grants on schema jobs relations');
 SELECT set_eq($$ SELECT c.oid::regclass::text FROM pg_class AS c
                   WHERE c.oid IN (to_regclass('jobs.job'), to_regclass('jobs.job_type'),
-                                  to_regclass('jobs.event'), to_regclass('jobs.claimable')) $$,
-              ARRAY['jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable'],
-              'style: the private relations jobs.job, jobs.job_type, jobs.event and jobs.claimable exist');
+                                  to_regclass('jobs.event'), to_regclass('jobs.history'), to_regclass('jobs.claimable')) $$,
+              ARRAY['jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.history', 'jobs.claimable'],
+              'style: the private relations jobs.job, jobs.job_type, jobs.event, jobs.history and jobs.claimable exist');
 SELECT is_empty($$ SELECT r.rolname, t.rel, p.priv
                      FROM pg_roles AS r,
-                          unnest(ARRAY['jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable']) AS t(rel),
+                          unnest(ARRAY['jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.history', 'jobs.claimable']) AS t(rel),
                           unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS p(priv)
                     WHERE (r.rolname IN ('jobs_producer', 'jobs_worker', 'jobs_admin', 'jobs_style_probe'))
                       AND has_table_privilege(r.oid, t.rel, p.priv) $$,
@@ -340,7 +340,7 @@ SELECT is((SELECT attrs FROM type_attrs WHERE type_name = 'jobs.lease_grant'),
                 'lease_expires_at timestamp with time zone', 'timeout_at timestamp with time zone', 'token uuid'],
           'style: jobs.lease_grant is jobs.lease''s attributes followed by token uuid');
 SELECT set_eq($$ SELECT type_name FROM type_attrs
-                  WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.claimable',
+                  WHERE type_name NOT IN ('jobs.job', 'jobs.job_type', 'jobs.event', 'jobs.history', 'jobs.claimable',
                                           'jobs.metric_minute', 'jobs.queue_depth', 'jobs.lease_policy', 'jobs.producer_policy', 'jobs.schedule',
                                           'jobs.queue_pause', 'jobs.queue_pause_log', 'jobs.kind_limit', 'jobs.kind_slot',
                                           'jobs.event_retention', 'jobs.redis_settings', 'jobs.page', 'jobs.job_dependency', 'jobs.relay_feed', 'jobs.live_slot') $$,
@@ -351,6 +351,9 @@ SELECT set_eq($$ SELECT type_name FROM type_attrs
 SELECT columns_are('jobs', 'event',
     ARRAY['id', 'job_id', 'at', 'from_status', 'to_status', 'lease_version', 'worker', 'session_role', 'reason', 'error'],
     'style: jobs.event has exactly the contract''s columns');
+SELECT columns_are('jobs', 'history',
+    ARRAY['id', 'job_id', 'at', 'from_status', 'to_status', 'lease_version', 'worker', 'session_role', 'reason', 'error'],
+    'style: jobs.history has jobs.event''s columns (a history reads as one table)');
 SELECT is_empty($$ SELECT c FROM unnest(ARRAY['id', 'kind', 'queue', 'payload', 'status', 'result', 'error', 'created_at',
                       'updated_at', 'claimed_at', 'finished_at', 'owned_by', 'lease_version', 'retry_count', 'max_retries',
                       'run_after', 'lease_expires_at', 'idempotency_key', 'ordering_key', 'parent_id', 'pending_children',

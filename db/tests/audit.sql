@@ -2,7 +2,7 @@
 -- history (docs/reliability.md). A real history through every kind of transition audits
 -- clean; each forged corruption is found by its check, and only by it.
 BEGIN;
-SELECT plan(13);
+SELECT plan(14);
 \ir helpers/lease_helpers.psql
 
 DO $$
@@ -57,8 +57,13 @@ SELECT ok(pg_temp.id('reaped') = ANY (pg_temp.found('row_matches_history')), 'au
 UPDATE jobs.job SET status = 'done', finished_at = now() WHERE id = pg_temp.id('parked');
 SELECT ok(pg_temp.id('parked') = ANY (pg_temp.found('row_matches_history')), 'audit: a row changed behind the functions'' back is found');
 
+-- A job's submission is its row (jobs.history), so a job always has a history; what can go
+-- missing is the rest of it, or the job under a history.
 DELETE FROM jobs.event WHERE job_id = pg_temp.id('cancelled');
-SELECT is(pg_temp.found('history_of_every_job'), ARRAY[pg_temp.id('cancelled')], 'audit: a job without history is found');
+SELECT ok(pg_temp.id('cancelled') = ANY (pg_temp.found('row_matches_history')),
+          'audit: a job whose transitions after its submission are gone is found (its row is past its submission)');
+DELETE FROM jobs.job WHERE id = pg_temp.id('dead');
+SELECT is(pg_temp.found('history_of_every_job'), ARRAY[pg_temp.id('dead')], 'audit: a history whose job is gone (not by retention) is found');
 
 SELECT pg_temp.running('stuck', 'ta.k', 'w1');
 UPDATE jobs.job SET lease_expires_at = now() - interval '11 seconds' WHERE id = pg_temp.id('stuck');

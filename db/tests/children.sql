@@ -39,10 +39,10 @@ SELECT is_empty($$ SELECT * FROM jobs.children(-1) $$, 'children: unknown id -> 
 
 -- A replayed child is still listed once; read-only.
 SELECT jobs.replay(pg_temp.kid(1));
-CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS r;
+CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS r;
 SELECT is(ARRAY(SELECT status::text FROM jobs.children(pg_temp.cid())), ARRAY['done', 'queued', 'queued'],
           'children: a replayed child is listed once, queued again');
-SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS r),
+SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS r),
           (SELECT (h, e)::text FROM snap), 'children: reading changes nothing');
 
 SELECT * FROM finish();

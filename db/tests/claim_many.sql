@@ -42,7 +42,7 @@ SELECT results_eq(
          FROM unnest(ARRAY[pg_temp.id('a'), pg_temp.id('b'), pg_temp.id('o1')]) AS v(id) ORDER BY v.id $$,
     'claim_many: claimed rows -> processing, owned_by worker, lease_version 1, claimed_at now');
 SELECT results_eq(
-    $$ SELECT job_id, from_status, to_status, lease_version, worker, reason FROM jobs.event
+    $$ SELECT job_id, from_status, to_status, lease_version, worker, reason FROM jobs.history
         WHERE job_id IN (pg_temp.id('a'), pg_temp.id('b'), pg_temp.id('o1')) AND reason = 'claimed' ORDER BY job_id $$,
     $$ SELECT v.id, 'queued'::jobs.status, 'processing'::jobs.status, 1::bigint, 'w1'::text, 'claimed'::text
          FROM unnest(ARRAY[pg_temp.id('a'), pg_temp.id('b'), pg_temp.id('o1')]) AS v(id) ORDER BY v.id $$,

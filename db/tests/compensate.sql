@@ -36,7 +36,7 @@ SELECT is((SELECT payload FROM jobs.job WHERE kind = 'cp.refund'),
           'the compensation''s payload names the dead job: id, kind, queue, error, reason, retries and its payload');
 SELECT is((SELECT row(status, idempotency_key)::text FROM jobs.job WHERE kind = 'cp.refund'),
           (SELECT row('queued', 'compensate:' || charge)::text FROM t), 'it is queued, keyed compensate:<id>');
-SELECT is((SELECT count(*) FROM jobs.event AS e JOIN jobs.job AS j ON j.id = e.job_id
+SELECT is((SELECT count(*) FROM jobs.history AS e JOIN jobs.job AS j ON j.id = e.job_id
             WHERE j.kind = 'cp.refund' AND e.reason = 'submitted'), 1::bigint, 'its submission is in the event log');
 
 -- Replayed, the job dead-letters again: the compensation is not repeated.

@@ -37,7 +37,7 @@ SELECT results_eq($$ SELECT id, status, result, finished_at, owned_by, lease_ver
     $$ VALUES (pg_temp.id('a'), 'done'::jobs.status, '{"r": "a"}'::jsonb, now(), 'w1'::text, 1::bigint),
               (pg_temp.id('c'), 'done'::jobs.status, '{"r": "c"}'::jsonb, now(), 'w1'::text, 1::bigint) $$,
     'complete_many: accepted items -> done with their own result (first occurrence), finished_at now, lease_version unchanged');
-SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, worker, reason)::text FROM jobs.event
+SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, worker, reason)::text FROM jobs.history
                       WHERE job_id IN (pg_temp.id('a'), pg_temp.id('c')) AND reason = 'completed' ORDER BY job_id $$,
     $$ VALUES (pg_temp.id('a'), '(processing,done,1,w1,completed)'), (pg_temp.id('c'), '(processing,done,1,w1,completed)') $$,
     'complete_many: exactly one completed event per accepted job');

@@ -24,7 +24,7 @@ CREATE FUNCTION pg_temp.spec(body text) RETURNS SETOF bigint LANGUAGE sql AS $$
     SELECT id FROM jobs.submit_many(body::jsonb)
 $$;
 CREATE FUNCTION pg_temp.reasons(job bigint) RETURNS text[] LANGUAGE sql AS $$
-    SELECT array_agg(reason ORDER BY id) FROM jobs.event WHERE job_id = job
+    SELECT array_agg(reason ORDER BY id) FROM jobs.history WHERE job_id = job
 $$;
 
 -- 1. Three levels: a -> b -> c, and d after a and b (fan-in through edges).

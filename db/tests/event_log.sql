@@ -1,21 +1,23 @@
--- pgTAP tests for jobs.event: every transition appends exactly one event with the right fields; nothing else does.
+-- pgTAP tests for the transition log, read through jobs.history: every transition appends exactly one event
+-- with the right fields; nothing else does. A submission is the job row itself, every later transition a
+-- jobs.event row (docs/design.md "What is recorded where").
 -- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
-SELECT plan(45);
+SELECT plan(48);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
 CREATE TEMP TABLE mark (job_id bigint PRIMARY KEY, last_event bigint NOT NULL);
 -- remember where a job's history stands
 CREATE FUNCTION pg_temp.mark(bigint) RETURNS void LANGUAGE sql AS $$
-    INSERT INTO mark SELECT $1, coalesce(max(e.id), 0) FROM jobs.event AS e WHERE e.job_id = $1
+    INSERT INTO mark SELECT $1, coalesce(max(e.id), 0) FROM jobs.history AS e WHERE e.job_id = $1
     ON CONFLICT (job_id) DO UPDATE SET last_event = excluded.last_event $$;
 -- the events appended since the mark (NULL: none), as (from,to,lease_version,worker,reason,error) ...
 CREATE FUNCTION pg_temp.new_events(bigint) RETURNS text LANGUAGE sql STABLE AS $$
     SELECT string_agg((e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text, ' ' ORDER BY e.id)
-      FROM jobs.event AS e
-     WHERE e.job_id = $1 AND e.id > coalesce((SELECT m.last_event FROM mark AS m WHERE m.job_id = $1), 0) $$;
+      FROM jobs.history AS e
+     WHERE e.job_id = $1 AND e.id > coalesce((SELECT m.last_event FROM mark AS m WHERE m.job_id = $1), -9223372036854775808) $$;
 
 DO $$ BEGIN
     PERFORM jobs.define_type('tc.ev', queue => 'tc.ev.q', max_retries => 3);
@@ -79,7 +81,7 @@ DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.complete(pg_temp
 SELECT is(pg_temp.new_events(pg_temp.id('a')), '(processing,done,7,w4,completed,)', 'event_log: complete -> processing -> done, lease_version 7 unchanged, completed');
 DO $$ BEGIN PERFORM pg_temp.mark(pg_temp.id('a')); PERFORM jobs.replay(pg_temp.id('a')); PERFORM jobs.cancel(pg_temp.id('a')); PERFORM jobs.claim(pg_temp.id('a'), 'w5'); END $$;
 SELECT is(pg_temp.new_events(pg_temp.id('a')), NULL, 'event_log: replay, cancel and claim of a done job -> no event');
-SELECT results_eq($$ SELECT from_status, to_status, lease_version, worker, reason FROM jobs.event WHERE job_id = pg_temp.id('a') ORDER BY id $$,
+SELECT results_eq($$ SELECT from_status, to_status, lease_version, worker, reason FROM jobs.history WHERE job_id = pg_temp.id('a') ORDER BY id $$,
     $$ VALUES (NULL::jobs.status, 'queued'::jobs.status, 0::bigint, NULL::text, 'submitted'::text),
               ('queued', 'enqueue_failed', 0, NULL, 'enqueue_failed'),
               ('enqueue_failed', 'queued', 0, NULL, 'recovered'),
@@ -188,11 +190,11 @@ SELECT is(pg_temp.new_events(pg_temp.id('dx')), format('(queued,failed,0,,depend
     'event_log: a dependency failed (policy fail) -> queued -> failed, dependency_failed, naming it');
 
 -- invariants over every event written here
-SELECT bag_eq($$ SELECT DISTINCT reason FROM jobs.event WHERE job_id IN (SELECT id FROM ids) $$,
+SELECT bag_eq($$ SELECT DISTINCT reason FROM jobs.history WHERE job_id IN (SELECT id FROM ids) $$,
     $$ SELECT DISTINCT t.reason FROM jobs.transitions() AS t $$,
     'event_log: every reason of the transition table occurs, and no other');
 SELECT is_empty($$
-    SELECT e.from_status, e.to_status, e.reason FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)
+    SELECT e.from_status, e.to_status, e.reason FROM jobs.history AS e WHERE e.job_id IN (SELECT id FROM ids)
     EXCEPT
     SELECT t.from_status, t.to_status, t.reason FROM jobs.transitions() AS t $$,
     'event_log: every event is an edge of the transition table (jobs.transitions)');
@@ -200,31 +202,49 @@ SELECT is_empty($$
     SELECT * FROM (SELECT e.job_id, e.id, e.from_status,
                           lag(e.to_status) OVER (PARTITION BY e.job_id ORDER BY e.id) AS previous,
                           row_number() OVER (PARTITION BY e.job_id ORDER BY e.id) AS n
-                     FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
+                     FROM jobs.history AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
      WHERE h.from_status IS DISTINCT FROM h.previous $$,
     'event_log: every history is a path: each event starts where the previous one ended, the first from (new)');
 SELECT is_empty($$
     SELECT * FROM (SELECT e.job_id, e.lease_version, lag(e.lease_version) OVER (PARTITION BY e.job_id ORDER BY e.id) AS previous
-                     FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
+                     FROM jobs.history AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
      WHERE h.lease_version < h.previous $$,
     'event_log: lease_version never decreases along a history');
 SELECT is_empty($$
     SELECT * FROM (SELECT e.from_status, e.to_status, e.reason, e.lease_version,
                           lag(e.lease_version) OVER (PARTITION BY e.job_id ORDER BY e.id) AS previous
-                     FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
+                     FROM jobs.history AS e WHERE e.job_id IN (SELECT id FROM ids)) AS h
      WHERE h.previous IS NOT NULL
        AND h.lease_version <> h.previous + CASE WHEN (SELECT bool_or(t.bumps_lease_version) FROM jobs.transitions() AS t WHERE t.reason = h.reason) THEN 1 ELSE 0 END $$,
     'event_log: lease_version grows by one on claim and requeue (retried, reaped, replayed), never on done / failed / other events');
 SELECT is_empty($$
     SELECT j.id FROM jobs.job AS j
-      JOIN LATERAL (SELECT e.to_status, e.lease_version FROM jobs.event AS e WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS last ON true
+      JOIN LATERAL (SELECT e.to_status, e.lease_version FROM jobs.history AS e WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS last ON true
      WHERE j.id IN (SELECT id FROM ids) AND (last.to_status <> j.status OR last.lease_version <> j.lease_version) $$,
     'event_log: the latest event of every job matches its current status and lease_version');
-SELECT is_empty($$ SELECT * FROM jobs.event WHERE job_id IN (SELECT id FROM ids) AND at <> now() $$,
+-- A submission's instant is the row's created_at, which pg_temp.elapse moves back with the
+-- row's other instants; the test below checks that it is the row's.
+SELECT is_empty($$ SELECT * FROM jobs.history WHERE job_id IN (SELECT id FROM ids) AND at <> now() AND reason <> 'submitted' $$,
     'event_log: events are stamped with transaction time now()');
-SELECT is_empty($$ SELECT * FROM jobs.event WHERE job_id IN (SELECT id FROM ids)
+SELECT is_empty($$ SELECT * FROM jobs.history WHERE job_id IN (SELECT id FROM ids)
                     AND reason IN ('claimed', 'completed', 'retried', 'failed', 'cancel_requested') AND worker IS NULL $$,
     'event_log: claims, completions, worker failures and cancel requests name the worker');
+
+-- The submission is the job row: jobs.event refuses one, jobs.history reads it from the row.
+SELECT throws_ok($$ INSERT INTO jobs.event (job_id, to_status, lease_version, reason)
+                    VALUES ((SELECT min(id) FROM ids), 'queued', 0, 'submitted') $$,
+                 '23514', NULL, 'event_log: jobs.event refuses a submitted row (the job row records the submission)');
+SELECT is_empty($$ SELECT h.job_id FROM jobs.history AS h JOIN jobs.job AS j ON j.id = h.job_id
+                    WHERE h.job_id IN (SELECT id FROM ids) AND h.reason = 'submitted'
+                      AND (h.id <> -j.id OR h.at <> j.created_at OR h.session_role <> j.submitted_by
+                           OR h.from_status IS NOT NULL OR h.to_status <> 'queued' OR h.lease_version <> 0
+                           OR h.worker IS NOT NULL OR h.error IS NOT NULL) $$,
+    'event_log: a submission reads as (new) -> queued at lease_version 0, at the row''s created_at, by its submitted_by, with the job''s id negated');
+SELECT is_empty($$ SELECT j.id FROM jobs.job AS j
+                    WHERE j.id IN (SELECT id FROM ids)
+                      AND ((SELECT count(*) FROM jobs.history AS h WHERE h.job_id = j.id AND h.reason = 'submitted') <> 1
+                           OR (SELECT h.reason FROM jobs.history AS h WHERE h.job_id = j.id ORDER BY h.id LIMIT 1) <> 'submitted') $$,
+    'event_log: every job''s history holds one submission, first');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -27,6 +27,15 @@ BEGIN
     PERFORM jobs.complete(job, 'w', v, '{}');
     RETURN job;
 END $$;
+-- Claimed, then failed with a retry: queued again, with transitions in jobs.event (a job
+-- only submitted has none there: its submission is its row).
+CREATE FUNCTION pg_temp.retried(kind text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE job bigint := (jobs.submit(kind)).id; v bigint;
+BEGIN
+    SELECT l.lease_version INTO STRICT v FROM jobs.claim(job, 'w') AS l;
+    PERFORM jobs.fail(job, 'w', v, 'again', true);
+    RETURN job;
+END $$;
 CREATE FUNCTION pg_temp.partition_of(job bigint) RETURNS text[] LANGUAGE sql AS $$
     SELECT array_agg(DISTINCT tableoid::regclass::text ORDER BY tableoid::regclass::text) FROM jobs.event WHERE job_id = job $$;
 CREATE FUNCTION pg_temp.violations() RETURNS bigint LANGUAGE sql AS $$ SELECT sum(violations)::bigint FROM jobs.audit() $$;
@@ -47,7 +56,7 @@ SELECT is(current_setting('lock_timeout'), '0', 'partitions: the caller''s lock_
 -- A day whose events reached the default partition first keeps them there: no overlap error.
 SELECT jobs.define_type('ep_t');
 INSERT INTO jobs.event (job_id, at, to_status, lease_version, reason)
-VALUES (-1, date_trunc('day', now(), 'UTC') + interval '7 days 1 hour', 'queued', 0, 'submitted');
+VALUES (-1, date_trunc('day', now(), 'UTC') + interval '7 days 1 hour', 'queued', 0, 'released');
 SET LOCAL client_min_messages = error;  -- the warning about day 7 is expected
 SELECT is(jobs.create_event_partitions('8 days'), 2, 'partitions: ahead 8 days -> days 6 and 8, not day 7');
 RESET client_min_messages;
@@ -61,13 +70,14 @@ INSERT INTO j VALUES ('today', pg_temp.done('ep_t'));
 SELECT is(pg_temp.partition_of((SELECT id FROM j WHERE name = 'today')), ARRAY[pg_temp.part(0)],
           'partitions: a job''s transitions go to today''s partition');
 
--- History 10 and 9 days old: A entirely on day -10, B on days -10 and -9, K (kept, queued) on day -9;
--- M (kept, today's) has an id between A's and B's but no event on day -10.
+-- History 10 and 9 days old: A entirely on day -10, B on days -10 and -9, K (kept, queued
+-- again after a retry) on day -9; M (kept, only submitted today) has an id between A's and
+-- B's but no event on day -10.
 SELECT pg_temp.day_partition(-10), pg_temp.day_partition(-9);
 INSERT INTO j VALUES ('a', pg_temp.done('ep_t'));
 INSERT INTO j VALUES ('m', (jobs.submit('ep_t')).id);
 INSERT INTO j VALUES ('b', pg_temp.done('ep_t'));
-INSERT INTO j VALUES ('k', (jobs.submit('ep_t')).id);
+INSERT INTO j VALUES ('k', pg_temp.retried('ep_t'));
 SELECT pg_temp.days_ago(id, 10) FROM j WHERE name IN ('a', 'b');
 -- B's completion a day later than the rest of it
 UPDATE jobs.event SET at = at + interval '1 day' WHERE job_id = (SELECT id FROM j WHERE name = 'b') AND reason = 'completed';
@@ -87,7 +97,7 @@ SELECT is(pg_temp.violations(), 0::bigint,
           'drop: the audit accepts the histories of the pruned jobs, older than the horizon, while they wait');
 SELECT is(jobs.drop_event_partitions('7 days'), 1, 'drop: one partition dropped');
 SELECT ok(to_regclass(pg_temp.part(-10)) IS NULL AND to_regclass(pg_temp.part(-9)) IS NOT NULL,
-          'drop: ... day -10 (only pruned jobs; M, in its id range, has no event there), not day -9 (K has its submission there)');
+          'drop: ... day -10 (only pruned jobs; M, in its id range, has no event there), not day -9 (K has its retry there)');
 SELECT results_eq($$ SELECT * FROM jobs.events((SELECT id FROM j WHERE name = 'k')) $$, $$ SELECT * FROM k_history $$,
                   'drop: a kept job keeps its whole history');
 SELECT is(pg_temp.violations(), 0::bigint, 'drop: the audit is clean after the drop (B''s remaining event is released)');

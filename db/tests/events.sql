@@ -37,7 +37,7 @@ SELECT results_eq($$ SELECT reason, from_status::text, to_status::text, lease_ve
                             ('claimed', 'queued', 'processing', 5, 'w3'),
                             ('completed', 'processing', 'done', 5, 'w3') $$,
                   'events: the whole history, oldest first: reason, from, to, lease_version after the transition, worker');
-SELECT is(ARRAY(SELECT id FROM jobs.events(pg_temp.jid())), ARRAY(SELECT id FROM jobs.event WHERE job_id = pg_temp.jid() ORDER BY id),
+SELECT is(ARRAY(SELECT id FROM jobs.events(pg_temp.jid())), ARRAY(SELECT id FROM jobs.history WHERE job_id = pg_temp.jid() ORDER BY id),
           'events: ordered by event id');
 SELECT is(ARRAY(SELECT error FROM jobs.events(pg_temp.jid()) WHERE reason IN ('retried', 'cancel_requested', 'cancelled')),
           ARRAY['e1', 'stop please', 'e2'],
@@ -51,10 +51,10 @@ SELECT results_eq($$ SELECT reason FROM jobs.events((SELECT id FROM other)) $$, 
                   'events: another job''s history is its own');
 
 -- Unknown ids and read-only.
-CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS r;
+CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS r;
 SELECT is_empty($$ SELECT * FROM jobs.events(-1) $$, 'events: unknown id -> zero rows, no error');
 SELECT is_empty($$ SELECT * FROM jobs.events(NULL) $$, 'events: NULL id -> zero rows');
-SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS r),
+SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS r),
           (SELECT (h, e)::text FROM snap), 'events: reading changes nothing');
 
 -- Pruned with the job.

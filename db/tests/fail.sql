@@ -63,7 +63,7 @@ SELECT results_eq($$ SELECT error, retry_count, finished_at FROM jobs.job WHERE 
 DO $$ BEGIN PERFORM pg_temp.running('c2', 'tc.fail', 'w1'); PERFORM jobs.cancel(pg_temp.id('c2')); END $$;
 SELECT is((jobs.fail(pg_temp.id('c2'), 'w1', 1, 'stopped', retryable => false)).status, 'failed'::jobs.status,
     'fail: cancel requested, retryable false -> failed');
-SELECT is((SELECT reason FROM jobs.event WHERE job_id = pg_temp.id('c2') ORDER BY id DESC LIMIT 1), 'cancelled',
+SELECT is((SELECT reason FROM jobs.history WHERE job_id = pg_temp.id('c2') ORDER BY id DESC LIMIT 1), 'cancelled',
     'fail: cancel requested, retryable false -> reason cancelled');
 
 -- authority predicate

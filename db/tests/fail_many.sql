@@ -39,7 +39,7 @@ SELECT is(pg_temp.last_event(pg_temp.id('cancel')), '(processing,failed,1,w1,can
 SELECT results_eq($$ SELECT retry_count, error, owned_by, finished_at IS NOT NULL FROM jobs.job WHERE id = pg_temp.id('fatal') $$,
     $$ VALUES (1, 'bad input'::text, NULL::text, true) $$, 'fail_many: a failed job keeps the error, counts the attempt, clears the owner, is finished');
 SELECT is(pg_temp.state(pg_temp.id('other')), pg_temp.snapped(pg_temp.id('other')), 'fail_many: an item held by another worker -> nothing written');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = pg_temp.id('retry') AND reason = 'retried'), 1::bigint,
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = pg_temp.id('retry') AND reason = 'retried'), 1::bigint,
     'fail_many: a repeated id writes one event');
 
 -- wake: the next job of an ordering key, once its head fails for good

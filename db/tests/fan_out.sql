@@ -9,7 +9,7 @@ SELECT jobs.define_type('fo_child', queue => 'fo_cq', max_retries => 1);
 SELECT jobs.define_type('fo_then', queue => 'fo_q');
 
 CREATE TEMP VIEW counts AS
-SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.event) AS events_n,
+SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.history) AS events_n,
        (SELECT md5(coalesce(string_agg(j::text, ',' ORDER BY j.id), '')) FROM jobs.job AS j) AS jobs_md5;
 
 -- Claim a job as worker w and complete it; returns the outcome.
@@ -92,7 +92,7 @@ SELECT is((SELECT l.job_id FROM jobs.claim_next('w', ARRAY['fo_q']) AS l), (SELE
           'fan_out: once every child is terminal, claim_next hands out the coordinator');
 SELECT is(ARRAY(SELECT status::text FROM jobs.children((SELECT id FROM coord))), ARRAY['done', 'failed', 'done'],
           'fan_out: children() shows each child''s final status');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = (SELECT id FROM coord) AND reason = 'claimed'), 1::bigint,
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = (SELECT id FROM coord) AND reason = 'claimed'), 1::bigint,
           'fan_out: the coordinator was claimed once');
 
 -- replay-safe through then_spec's idempotency_key.

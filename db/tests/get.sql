@@ -33,9 +33,9 @@ SELECT is((SELECT g::text FROM jobs.get(pg_temp.jid()) AS g), (SELECT r::text FR
           'get: a done job -> its stored row, every column');
 
 -- Read-only.
-CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS r;
+CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS r;
 SELECT jobs.get(pg_temp.jid());
-SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS r),
+SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS r),
           (SELECT (h, e)::text FROM snap), 'get: reading changes no job and logs no event');
 
 -- Unknown ids.
@@ -45,7 +45,7 @@ SELECT throws_ok(format('SELECT jobs.get(%s)', (SELECT max(id) + 1000 FROM jobs.
 SELECT is((pg_temp.error_of('SELECT jobs.get(-1)'))[1], 'JB002', 'get: (helper) the error is JB002');
 SELECT ok((pg_temp.error_of('SELECT jobs.get(-1)'))[2] LIKE '%jobs.get%-1%', 'get: the JB002 message names the function and the id');
 SELECT ok(coalesce((pg_temp.error_of('SELECT jobs.get(-1)'))[3], '') <> '', 'get: the JB002 error carries a HINT');
-SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS r),
+SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS r),
           (SELECT (h, e)::text FROM snap), 'get: the failed reads changed nothing');
 
 -- A pruned job no longer exists.

@@ -34,7 +34,7 @@ SELECT is((SELECT lease_expires_at FROM jobs.job WHERE id = pg_temp.id('a')), no
 SELECT ok((SELECT lease_expires_at <= claimed_at + interval '60 seconds' FROM jobs.job WHERE id = pg_temp.id('late')),
     'heartbeat_many: never past claimed_at + timeout');
 SELECT is(pg_temp.state(pg_temp.id('theirs')), pg_temp.snapped(pg_temp.id('theirs')), 'heartbeat_many: another worker''s lease -> nothing written');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = pg_temp.id('a') AND reason = 'claimed'), 1::bigint,
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = pg_temp.id('a') AND reason = 'claimed'), 1::bigint,
     'heartbeat_many: writes no event (a heartbeat is not a transition)');
 SELECT is_empty($$ SELECT * FROM jobs.heartbeat_many('{}', 'w1', '{}') $$, 'heartbeat_many: empty arrays -> zero rows');
 SELECT throws_ok($$ SELECT * FROM jobs.heartbeat_many(ARRAY[1]::bigint[], 'w1', ARRAY[1, 2]::bigint[]) $$, '22023', NULL,

@@ -79,14 +79,14 @@ UPDATE jobs.job SET retry_count = 5 WHERE id IN (pg_temp.id('spent'), pg_temp.id
 SELECT * FROM jobs.reap();                                 -- queued / enqueue_failed -> failed (overspent)
 
 -- Stale writers and duplicates are no-ops (§8.2, §8.4).
-CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS r;
+CREATE TEMP TABLE snap AS SELECT md5(string_agg(r::text, ',' ORDER BY r.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS r;
 SELECT throws_ok(format($$ SELECT jobs.complete(%s, 'w2', 3, '{"stale": true}') $$, pg_temp.id('b')), 'JB001', NULL,
                  'invariants: the reaped worker''s late completion (stale lease_version 3) -> JB001');
 SELECT throws_ok(format($$ SELECT jobs.complete(%s, 'w1', 1) $$, pg_temp.id('a')), 'JB001', NULL,
                  'invariants: a second completion of a done job -> JB001');
 SELECT is_empty(format($$ SELECT * FROM jobs.claim(%s, 'w9') $$, pg_temp.id('b')), 'invariants: a duplicate signal for a running job claims nothing');
 SELECT is(jobs.replay(pg_temp.id('a')), false, 'invariants: replay of a done job is a no-op (false)');
-SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS r),
+SELECT is((SELECT (md5(string_agg(r::text, ',' ORDER BY r.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS r),
           (SELECT (h, e)::text FROM snap), 'invariants: stale writes, duplicate signals and replays of done jobs changed nothing');
 SELECT jobs.complete(pg_temp.id('b'), 'w3', 5, '{"ok": "b"}');
 
@@ -119,7 +119,7 @@ INSERT INTO allowed VALUES
 CREATE TEMP VIEW ev AS
 SELECT e.*, lag(e.to_status) OVER w AS prev_to, lag(e.lease_version) OVER w AS prev_lv,
        row_number() OVER w AS n, count(*) OVER (PARTITION BY e.job_id) AS total
-  FROM jobs.event AS e
+  FROM jobs.history AS e
  WHERE e.job_id IN (SELECT id FROM j)
 WINDOW w AS (PARTITION BY e.job_id ORDER BY e.id);
 
@@ -154,7 +154,7 @@ SELECT is((SELECT array_agg(retry_count ORDER BY id) FROM jobs.job WHERE id IN (
           'invariants: b was retried twice (fail, reap), h four times (budget 3 spent)');
 SELECT is((SELECT lease_version FROM jobs.job WHERE id = pg_temp.id('c')), 3::bigint,
           'invariants: c: claim (1), replay (2), claim (3)');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id IN (SELECT id FROM j)),
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id IN (SELECT id FROM j)),
           (SELECT count(*) FROM ev), 'invariants: (fixture) the view sees every event of the run');
 SELECT is((SELECT count(*) FROM ev WHERE at <> now()), 0::bigint, 'invariants: events are stamped with now()');
 

@@ -40,7 +40,7 @@ SELECT is((SELECT count(*) FROM jobs.claim_many(ARRAY[pg_temp.id('a'), pg_temp.i
 RESET SESSION AUTHORIZATION;
 SELECT is((SELECT claim_role FROM jobs.job WHERE id = pg_temp.id('a')), 'lb_worker_a'::regrole,
           'claim: the job records the claiming session role');
-SELECT is((SELECT session_role FROM jobs.event WHERE job_id = pg_temp.id('a') AND reason = 'claimed'), 'lb_worker_a'::regrole,
+SELECT is((SELECT session_role FROM jobs.history WHERE job_id = pg_temp.id('a') AND reason = 'claimed'), 'lb_worker_a'::regrole,
           'claim: the claimed event records the session role');
 
 -- worker B forges A's writes with A's worker name and lease_version (as read from jobs.get).
@@ -79,7 +79,7 @@ SELECT matches(pg_temp.message_of($$ SELECT jobs.complete(pg_temp.id('a'), 'host
 SELECT is((jobs.heartbeat(pg_temp.id('a'), 'host-a:1', 1)).alive, true, 'binding: A heartbeats its own lease');
 SELECT is((jobs.complete(pg_temp.id('a'), 'host-a:1', 1, '{"by": "a"}')).accepted, true, 'binding: A completes its own lease');
 RESET SESSION AUTHORIZATION;
-SELECT is((SELECT session_role FROM jobs.event WHERE job_id = pg_temp.id('a') AND reason = 'completed'), 'lb_worker_a'::regrole,
+SELECT is((SELECT session_role FROM jobs.history WHERE job_id = pg_temp.id('a') AND reason = 'completed'), 'lb_worker_a'::regrole,
           'events: the completion records the session role');
 SELECT is((SELECT session_role FROM jobs.events(pg_temp.id('a')) WHERE reason = 'completed'), 'lb_worker_a'::regrole,
           'events: jobs.events shows the session role');
@@ -98,7 +98,7 @@ SELECT is((jobs.heartbeat(pg_temp.id('b'), 'host-a:1', 1)).alive, true, 'binding
 SELECT is((jobs.complete(pg_temp.id('b'), 'host-a:1', 1, '{"by": "b"}')).accepted, true,
           'binding off: another role may complete with the worker name and lease_version');
 RESET SESSION AUTHORIZATION;
-SELECT is((SELECT session_role FROM jobs.event WHERE job_id = pg_temp.id('b') AND reason = 'completed'), 'lb_worker_b'::regrole,
+SELECT is((SELECT session_role FROM jobs.history WHERE job_id = pg_temp.id('b') AND reason = 'completed'), 'lb_worker_b'::regrole,
           'events: the completion records who really wrote it, whatever worker name it gave');
 SELECT jobs.configure_leases(bind_session_role => true);
 

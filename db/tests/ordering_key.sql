@@ -124,7 +124,7 @@ SELECT is((SELECT wake FROM jobs.complete(pg_temp.id('e1'), 'w', (SELECT (l).lea
           '{}'::bigint[], 'ordering_key: a next job that is not due yet is not in wake');
 UPDATE jobs.job SET run_after = now() WHERE id = pg_temp.id('e2');
 SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.id('e2'), 'w')), 1::bigint, 'ordering_key: ... it is claimable once due (nothing older blocks it)');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = pg_temp.id('e2') AND reason = 'claimed'), 1::bigint,
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = pg_temp.id('e2') AND reason = 'claimed'), 1::bigint,
           'ordering_key: ... and was claimed exactly once');
 
 -- a younger job with another key, or none, is never blocked.

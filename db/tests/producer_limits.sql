@@ -11,7 +11,7 @@ SELECT plan(71);
 SELECT jobs.define_type('lim_t', queue => 'lim_q');
 -- counts of jobs and events: equal before and after = nothing written
 CREATE FUNCTION pg_temp.totals() RETURNS text LANGUAGE sql STABLE
-    AS $$ SELECT (SELECT count(*) FROM jobs.job)::text || '/' || (SELECT count(*) FROM jobs.event)::text $$;
+    AS $$ SELECT (SELECT count(*) FROM jobs.job)::text || '/' || (SELECT count(*) FROM jobs.history)::text $$;
 -- a payload nested n levels deep: an object holding n - 1 nested arrays
 CREATE FUNCTION pg_temp.deep(n integer) RETURNS text LANGUAGE sql IMMUTABLE
     AS $$ SELECT '{"a": ' || repeat('[', n - 1) || repeat(']', n - 1) || '}' $$;

@@ -22,7 +22,7 @@ CREATE FUNCTION pg_temp.id(text) RETURNS bigint LANGUAGE sql STABLE
     AS $$ SELECT i.id FROM ids AS i WHERE i.name = $1 $$;
 -- the row and its event count as text: equal before and after = nothing written
 CREATE FUNCTION pg_temp.state(bigint) RETURNS text LANGUAGE sql STABLE SECURITY DEFINER
-    AS $$ SELECT j::text || ' events=' || (SELECT count(*) FROM jobs.event AS e WHERE e.job_id = j.id)
+    AS $$ SELECT j::text || ' events=' || (SELECT count(*) FROM jobs.history AS e WHERE e.job_id = j.id)
             FROM jobs.job AS j WHERE j.id = $1 $$;
 CREATE TEMP TABLE snap (id bigint PRIMARY KEY, r text NOT NULL);
 GRANT ALL ON snap TO PUBLIC;

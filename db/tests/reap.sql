@@ -130,7 +130,7 @@ SELECT is_empty($$ SELECT * FROM jobs.reap() $$, 'reap: overspent queued jobs ar
 SELECT results_eq($$ SELECT status, finished_at, error FROM jobs.job WHERE id IN (pg_temp.id('over'), pg_temp.id('overef')) ORDER BY id $$,
     $$ VALUES ('failed'::jobs.status, now(), 'retry budget exhausted'::text), ('failed'::jobs.status, now(), 'retry budget exhausted'::text) $$,
     'reap: queued and enqueue_failed jobs with retry_count > max_retries -> failed');
-SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, worker, reason)::text FROM jobs.event
+SELECT results_eq($$ SELECT job_id, (from_status, to_status, lease_version, worker, reason)::text FROM jobs.history
                      WHERE job_id IN (pg_temp.id('over'), pg_temp.id('overef')) AND to_status = 'failed' ORDER BY job_id $$,
     $$ VALUES (pg_temp.id('over'), '(queued,failed,0,,exhausted)'), (pg_temp.id('overef'), '(enqueue_failed,failed,0,,exhausted)') $$,
     'reap: overspent jobs -> exhausted events from queued / enqueue_failed');

@@ -21,11 +21,11 @@ UPDATE jobs.job SET updated_at = now() - interval '1 minute' WHERE id IN (SELECT
 CREATE TEMP TABLE before_rows AS SELECT * FROM jobs.job WHERE id IN (SELECT id FROM j);
 
 -- Bad max_jobs -> 22023, nothing changed.
-CREATE TEMP TABLE snap AS SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS j;
+CREATE TEMP TABLE snap AS SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS j;
 SELECT throws_ok($$ SELECT * FROM jobs.recover_enqueue_failed(0) $$, '22023', NULL, 'recover_enqueue_failed: max_jobs 0 -> 22023');
 SELECT throws_ok($$ SELECT * FROM jobs.recover_enqueue_failed(-5) $$, '22023', NULL, 'recover_enqueue_failed: negative max_jobs -> 22023');
 SELECT throws_ok($$ SELECT * FROM jobs.recover_enqueue_failed(NULL) $$, '22023', NULL, 'recover_enqueue_failed: NULL max_jobs -> 22023');
-SELECT is((SELECT (md5(string_agg(j::text, ',' ORDER BY j.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS j),
+SELECT is((SELECT (md5(string_agg(j::text, ',' ORDER BY j.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS j),
           (SELECT (h, e)::text FROM snap), 'recover_enqueue_failed: rejected calls recovered nothing and logged nothing');
 
 -- A limited sweep: the two oldest.
@@ -41,7 +41,7 @@ SELECT is(ARRAY(SELECT status::text FROM jobs.job WHERE id IN (pg_temp.id('a'), 
 SELECT is((SELECT (lease_version, retry_count, run_after, updated_at)::text FROM jobs.job WHERE id = pg_temp.id('b')),
           (SELECT (lease_version, retry_count, run_after, now())::text FROM before_rows WHERE id = pg_temp.id('b')),
           'recover_enqueue_failed: lease_version, retry_count and run_after are kept, updated_at = now()');
-SELECT results_eq($$ SELECT from_status, to_status, lease_version, reason, at FROM jobs.event
+SELECT results_eq($$ SELECT from_status, to_status, lease_version, reason, at FROM jobs.history
                       WHERE job_id = pg_temp.id('a') ORDER BY id DESC LIMIT 1 $$,
                   $$ VALUES ('enqueue_failed'::jobs.status, 'queued'::jobs.status, 0::bigint, 'recovered', now()) $$,
                   'recover_enqueue_failed: logs enqueue_failed -> queued, reason recovered');
@@ -52,11 +52,11 @@ SELECT is((SELECT count(*) FROM jobs.claim(pg_temp.id('a'), 'w')), 1::bigint, 'r
 -- The default sweep takes the rest; then there is nothing left.
 SELECT is(ARRAY(SELECT job_id FROM jobs.recover_enqueue_failed()), ARRAY[pg_temp.id('c'), pg_temp.id('d')],
           'recover_enqueue_failed: the default max_jobs recovers the rest, oldest first');
-SELECT is((SELECT count(*) FROM jobs.event WHERE reason = 'recovered' AND job_id IN (SELECT id FROM j)), 4::bigint,
+SELECT is((SELECT count(*) FROM jobs.history WHERE reason = 'recovered' AND job_id IN (SELECT id FROM j)), 4::bigint,
           'recover_enqueue_failed: one recovered event per job');
-CREATE TEMP TABLE snap2 AS SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS j;
+CREATE TEMP TABLE snap2 AS SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS j;
 SELECT is_empty($$ SELECT * FROM jobs.recover_enqueue_failed() $$, 'recover_enqueue_failed: nothing enqueue_failed -> zero rows');
-SELECT is((SELECT (md5(string_agg(j::text, ',' ORDER BY j.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS j),
+SELECT is((SELECT (md5(string_agg(j::text, ',' ORDER BY j.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS j),
           (SELECT (h, e)::text FROM snap2), 'recover_enqueue_failed: an empty sweep changes nothing');
 
 -- Jobs in other states are never touched.

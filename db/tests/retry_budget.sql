@@ -44,7 +44,7 @@ SELECT is(pg_temp.attempt('a'), 'attempt=2 status=queued retry_count=2', 'retry_
 SELECT is(pg_temp.attempt('a'), 'attempt=3 status=queued retry_count=3', 'retry_budget: attempt 3 fails -> queued, retry_count 3');
 SELECT is(pg_temp.attempt('a'), 'attempt=4 status=failed retry_count=4', 'retry_budget: attempt 4 fails -> failed (at most 4 attempts)');
 SELECT is(pg_temp.attempt('a'), 'not claimable', 'retry_budget: no fifth attempt');
-SELECT results_eq($$ SELECT reason, lease_version FROM jobs.event WHERE job_id = pg_temp.id('a') AND reason IN ('retried', 'exhausted') ORDER BY id $$,
+SELECT results_eq($$ SELECT reason, lease_version FROM jobs.history WHERE job_id = pg_temp.id('a') AND reason IN ('retried', 'exhausted') ORDER BY id $$,
     $$ VALUES ('retried'::text, 2::bigint), ('retried', 4), ('retried', 6), ('exhausted', 7) $$,
     'retry_budget: three retried events then exhausted; lease_version +1 per claim and per requeue, not on failed');
 SELECT is((SELECT error FROM jobs.job WHERE id = pg_temp.id('a')), 'boom', 'retry_budget: error keeps the latest failure');

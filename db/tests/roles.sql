@@ -1,7 +1,7 @@
 -- Role separation (docs/design.md §4 "Roles"): jobs_producer, jobs_worker and jobs_admin may each call
 -- exactly their functions and get 42501 for every other one and for the tables.
 BEGIN;
-SELECT plan(175);
+SELECT plan(176);
 
 SELECT jobs.define_type('roles_t');
 
@@ -69,7 +69,7 @@ INSERT INTO calls VALUES
 GRANT SELECT ON calls TO PUBLIC;
 
 CREATE TEMP TABLE before_counts AS
-SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.event) AS events_n,
+SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.history) AS events_n,
        (SELECT count(*) FROM jobs.job_type) AS types_n,
        (SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) FROM jobs.job AS j) AS jobs_md5;
 
@@ -116,7 +116,7 @@ SELECT is(CASE WHEN pg_temp.sqlstate_of(c.stmt) = '42501' THEN 'denied (42501)' 
 RESET ROLE;
 
 -- the probing above changed nothing.
-SELECT is((SELECT (count(*), (SELECT count(*) FROM jobs.event), (SELECT count(*) FROM jobs.job_type),
+SELECT is((SELECT (count(*), (SELECT count(*) FROM jobs.history), (SELECT count(*) FROM jobs.job_type),
                    md5(string_agg(j::text, ',' ORDER BY j.id)))::text FROM jobs.job AS j),
           (SELECT (jobs_n, events_n, types_n, jobs_md5)::text FROM before_counts),
           'roles: probing every function as every role changed no job, event or job type');
@@ -126,6 +126,7 @@ SET LOCAL ROLE jobs_producer;
 SELECT throws_ok($$ SELECT * FROM jobs.job $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.job -> 42501');
 SELECT throws_ok($$ UPDATE jobs.job SET status = 'done' $$, '42501', NULL, 'roles: jobs_producer UPDATE on jobs.job -> 42501');
 SELECT throws_ok($$ SELECT * FROM jobs.event $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.event -> 42501');
+SELECT throws_ok($$ SELECT * FROM jobs.history $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.history -> 42501');
 SELECT throws_ok($$ SELECT * FROM jobs.claimable $$, '42501', NULL, 'roles: jobs_producer SELECT on jobs.claimable -> 42501');
 RESET ROLE;
 SET LOCAL ROLE jobs_worker;

@@ -100,7 +100,7 @@ SELECT is((SELECT (created, signal, queue, run_after = now())::text FROM t1), '(
 SELECT is((SELECT (kind, payload, status, idempotency_key)::text FROM jobs.job WHERE id = (SELECT job_id FROM t1)),
           ('sc_t', '{"n": 1}'::jsonb, 'queued', 'schedule:sc_c:2026-01-01T00:00:10Z')::text,
           'enqueue_tick: the job has the schedule''s kind and payload and the key schedule:<name>:<tick in UTC>');
-SELECT is((SELECT array_agg(reason) FROM jobs.event WHERE job_id = (SELECT job_id FROM t1)), ARRAY['submitted'],
+SELECT is((SELECT array_agg(reason) FROM jobs.history WHERE job_id = (SELECT job_id FROM t1)), ARRAY['submitted'],
           'enqueue_tick: the job''s history starts with its submitted event');
 SELECT is((SELECT (ticked_through, last_tick, last_job_id, next_tick)::text FROM jobs.schedule WHERE name = 'sc_c'),
           ('2026-01-01T00:00:10Z'::timestamptz, '2026-01-01T00:00:10Z'::timestamptz, (SELECT job_id FROM t1),

@@ -60,7 +60,7 @@ SELECT throws_ok($$ SELECT jobs.snooze(pg_temp.id('s'), '', 7, interval '1 secon
 DO $$ BEGIN PERFORM jobs.cancel(pg_temp.id('s'), 'no longer wanted'); END $$;
 SELECT is((jobs.snooze(pg_temp.id('s'), 'w4', 7, interval '1 second')).status, 'failed'::jobs.status,
     'snooze: cancel requested -> the snooze ends the job failed');
-SELECT is((SELECT reason FROM jobs.event WHERE job_id = pg_temp.id('s') ORDER BY id DESC LIMIT 1), 'cancelled',
+SELECT is((SELECT reason FROM jobs.history WHERE job_id = pg_temp.id('s') ORDER BY id DESC LIMIT 1), 'cancelled',
     'snooze: ... with reason cancelled');
 
 -- the bound: the snooze past jobs.max_snoozes() fails the job
@@ -72,7 +72,7 @@ SELECT results_eq($$ SELECT accepted, status FROM jobs.snooze(pg_temp.id('b'), '
     $$ VALUES (true, 'failed'::jobs.status) $$, 'snooze: past the bound -> failed (a dead letter someone sees)');
 SELECT matches((SELECT error FROM jobs.job WHERE id = pg_temp.id('b')), '^snoozed 100 times',
     'snooze: ... with an error that says why');
-SELECT is((SELECT reason FROM jobs.event WHERE job_id = pg_temp.id('b') ORDER BY id DESC LIMIT 1), 'failed',
+SELECT is((SELECT reason FROM jobs.history WHERE job_id = pg_temp.id('b') ORDER BY id DESC LIMIT 1), 'failed',
     'snooze: ... reason failed');
 SELECT is(jobs.replay(pg_temp.id('b')), true, 'snooze: the dead letter can be replayed');
 SELECT is((SELECT snoozes FROM jobs.job WHERE id = pg_temp.id('b')), 0, 'snooze: replay resets the snooze count');

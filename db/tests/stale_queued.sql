@@ -32,7 +32,7 @@ UPDATE jobs.job SET created_at = now() - interval '1 hour', updated_at = now() -
 UPDATE jobs.job SET updated_at = now() - interval '10 seconds' WHERE id = pg_temp.id('x1');
 UPDATE jobs.job SET updated_at = now() - interval '6 seconds' WHERE id = pg_temp.id('x3');
 UPDATE jobs.job SET updated_at = now() WHERE id = pg_temp.id('touched');
-CREATE TEMP TABLE snap AS SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) AS h, (SELECT count(*) FROM jobs.event) AS e FROM jobs.job AS j;
+CREATE TEMP TABLE snap AS SELECT md5(string_agg(j::text, ',' ORDER BY j.id)) AS h, (SELECT count(*) FROM jobs.history) AS e FROM jobs.job AS j;
 
 SELECT is(ARRAY(SELECT job_id FROM jobs.stale_queued('st_q')), ARRAY[pg_temp.id('x1'), pg_temp.id('x2'), pg_temp.id('x3')],
           'stale_queued: default older_than (5 s) -> only the claimable jobs untouched for 5 s, oldest id first');
@@ -69,7 +69,7 @@ SELECT is(ARRAY(SELECT job_id FROM jobs.stale_queued('st_q', '5 seconds', 1)), A
           'stale_queued: max_jobs 1 -> the smallest id');
 
 -- Read-only.
-SELECT is((SELECT (md5(string_agg(j::text, ',' ORDER BY j.id)), (SELECT count(*) FROM jobs.event))::text FROM jobs.job AS j),
+SELECT is((SELECT (md5(string_agg(j::text, ',' ORDER BY j.id)), (SELECT count(*) FROM jobs.history))::text FROM jobs.job AS j),
           (SELECT (h, e)::text FROM snap), 'stale_queued: listing changes no job and logs no event');
 
 -- Once the head ends the job behind it becomes stale-listable.

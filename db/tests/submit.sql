@@ -8,7 +8,7 @@ SELECT jobs.define_type('sub_u');
 SELECT jobs.define_type('sub_small', max_payload_bytes => 20);
 
 CREATE TEMP VIEW counts AS
-SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.event) AS events_n;
+SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.history) AS events_n;
 
 -- a new job.
 CREATE TEMP TABLE j1 AS SELECT * FROM jobs.submit('sub_t', '{"invoice": 42}');
@@ -27,7 +27,7 @@ SELECT is((SELECT pending_children FROM j1), 0, 'submit: pending_children 0');
 SELECT is((SELECT j::text FROM jobs.job AS j WHERE j.id = (SELECT id FROM j1)), (SELECT j1::text FROM j1),
           'submit: returns the stored row');
 SELECT results_eq($$ SELECT from_status, to_status, lease_version, worker, reason, error, at
-                       FROM jobs.event WHERE job_id = (SELECT id FROM j1) $$,
+                       FROM jobs.history WHERE job_id = (SELECT id FROM j1) $$,
                   $$ VALUES (NULL::jobs.status, 'queued'::jobs.status, 0::bigint, NULL::text, 'submitted', NULL::text, now()) $$,
                   'submit: one event (new) -> queued, reason submitted, lease_version 0, stamped now()');
 SELECT is((jobs.submit('sub_t')).payload, '{}'::jsonb, 'submit: omitted payload -> {}');
@@ -99,7 +99,7 @@ SELECT jobs.complete((SELECT id FROM k1), 'w', (SELECT lease_version FROM jobs.c
 CREATE TEMP TABLE k4 AS SELECT * FROM jobs.submit('sub_t', '{"v": 4}', 'order-7');
 SELECT is((SELECT (id, status, payload)::text FROM k4), (SELECT (id, 'done'::jobs.status, '{"v": 1}'::jsonb)::text FROM k1),
           'submit: a repeated key of a done job returns it (done, original payload), no new job');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = (SELECT id FROM k1) AND reason = 'submitted'), 1::bigint,
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = (SELECT id FROM k1) AND reason = 'submitted'), 1::bigint,
           'submit: the done job was logged submitted once');
 SELECT is((jobs.submit('sub_t', '{}', 'order-7', notify => false)).id, (SELECT id FROM k1),
           'submit: the repeat with notify => false returns the same job too');
@@ -124,7 +124,7 @@ SELECT lives_ok($$ SELECT jobs.submit('sub_t', '{"n": "notify"}', notify => true
 SELECT lives_ok($$ SELECT jobs.submit('sub_t', '{"n": "quiet"}', notify => false) $$, 'submit: notify => false raises no error');
 SELECT is((SELECT count(*) FROM jobs.job WHERE kind = 'sub_t' AND payload ? 'n'), 2::bigint,
           'submit: both notify variants created their job');
-SELECT is((SELECT count(*) FROM jobs.event e JOIN jobs.job j ON j.id = e.job_id WHERE j.kind = 'sub_t' AND j.payload ? 'n'),
+SELECT is((SELECT count(*) FROM jobs.history e JOIN jobs.job j ON j.id = e.job_id WHERE j.kind = 'sub_t' AND j.payload ? 'n'),
           2::bigint, 'submit: both notify variants logged their submitted event');
 
 SELECT throws_ok($$ SELECT jobs.submit('sub_t', run_after => 'infinity') $$, '22023', NULL,

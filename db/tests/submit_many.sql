@@ -8,7 +8,7 @@ SELECT jobs.define_type('sm_b');
 SELECT jobs.define_type('sm_small', max_payload_bytes => 20);
 
 CREATE TEMP VIEW counts AS
-SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.event) AS events_n,
+SELECT (SELECT count(*) FROM jobs.job) AS jobs_n, (SELECT count(*) FROM jobs.history) AS events_n,
        (SELECT md5(coalesce(string_agg(j::text, ',' ORDER BY j.id), '')) FROM jobs.job AS j) AS jobs_md5;
 
 -- a batch.
@@ -23,7 +23,7 @@ SELECT is(ARRAY(SELECT kind || '/' || queue FROM b1 ORDER BY pos), ARRAY['sm_b/d
           'submit_many: each job gets its own kind and that kind''s queue');
 SELECT is(ARRAY(SELECT DISTINCT status::text FROM jobs.job WHERE id IN (SELECT id FROM b1)), ARRAY['queued'],
           'submit_many: every job is queued');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id IN (SELECT id FROM b1) AND reason = 'submitted'
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id IN (SELECT id FROM b1) AND reason = 'submitted'
              AND from_status IS NULL AND to_status = 'queued'), 3::bigint,
           'submit_many: one submitted event per job');
 SELECT is((SELECT ordering_key FROM b1 WHERE pos = 2), 'acct:1', 'submit_many: a spec''s ordering_key is stored');

@@ -91,7 +91,7 @@ SELECT is((pg_temp.sub('d', '{"v": 2}', debounce => 'payload')).payload, '{"v": 
 SELECT is((SELECT created FROM jobs.insert_jobs('t', '[{"kind": "us.k", "idempotency_key": "d", "payload": {"v": 3}, "debounce": "payload"}]', NULL, false)),
           false, 'debounce: the repeat is no new job (created false)');
 SELECT is((SELECT array_agg(reason || ':' || from_status || '>' || to_status || ':' || lease_version ORDER BY id)
-             FROM jobs.event WHERE job_id = (SELECT id FROM jobs.job WHERE idempotency_key = 'd') AND from_status IS NOT NULL),
+             FROM jobs.history WHERE job_id = (SELECT id FROM jobs.job WHERE idempotency_key = 'd') AND from_status IS NOT NULL),
           ARRAY['debounced:queued>queued:0', 'debounced:queued>queued:0'],
           'debounce: each change is an event, queued -> queued, lease_version unchanged');
 SELECT is((SELECT run_after FROM jobs.job WHERE idempotency_key = 'd') <= now(), true, 'debounce payload: run_after unchanged');
@@ -113,14 +113,14 @@ SELECT is((SELECT (payload, run_after) FROM pg_temp.sub('b', '{"v": 2}', debounc
 SELECT is(ARRAY(SELECT (r.job).payload FROM jobs.insert_jobs('t', '[{"kind": "us.k", "idempotency_key": "b", "payload": {"v": 3}, "debounce": "payload"},
                                                                    {"kind": "us.k", "idempotency_key": "b", "payload": {"v": 4}, "debounce": "payload"}]', NULL, false) AS r),
           ARRAY['{"v": 4}'::jsonb, '{"v": 4}'::jsonb], 'a batch repeating a key twice acts as its last repeat');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = (SELECT id FROM jobs.job WHERE idempotency_key = 'b') AND reason = 'debounced'),
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = (SELECT id FROM jobs.job WHERE idempotency_key = 'b') AND reason = 'debounced'),
           2::bigint, 'one debounced event per repeating call, not per spec');
 
 SELECT pg_temp.sub('dp', '{"v": 1}');
 SELECT jobs.claim((SELECT id FROM jobs.job WHERE idempotency_key = 'dp'), 'w');
 SELECT is((pg_temp.sub('dp', '{"v": 2}', debounce => 'payload')).payload, '{"v": 1}'::jsonb,
           'debounce: a running job is not changed; the repeat returns it');
-SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = (SELECT id FROM jobs.job WHERE idempotency_key = 'dp') AND reason = 'debounced'),
+SELECT is((SELECT count(*) FROM jobs.history WHERE job_id = (SELECT id FROM jobs.job WHERE idempotency_key = 'dp') AND reason = 'debounced'),
           0::bigint, 'debounce: no event for a job it did not change');
 SELECT is_empty($$ SELECT * FROM jobs.repeat_differences('[{"kind": "us.k", "idempotency_key": "dp", "payload": {"v": 9}, "debounce": "payload"}]') $$,
                 'repeat_differences never reports a debounced repeat (it differs on purpose)');
@@ -180,7 +180,7 @@ SELECT pg_temp.on('us_a', $$ SELECT payload::text FROM jobs.submit('us.c', '{"v"
 SELECT dblink_send_query('us_b', $$ SELECT payload::text FROM jobs.submit('us.c', '{"v": 2}', 'c2', debounce => 'payload') $$);
 SELECT dblink_exec('us_a', 'COMMIT');
 SELECT is(pg_temp.later('us_b'), '{"v": 2}', 'two debouncers: the later one''s payload is the job''s');
-SELECT is((SELECT count(*) FROM jobs.event e JOIN jobs.job j ON j.id = e.job_id
+SELECT is((SELECT count(*) FROM jobs.history e JOIN jobs.job j ON j.id = e.job_id
             WHERE j.kind = 'us.c' AND j.idempotency_key = 'c2' AND e.reason = 'debounced'), 2::bigint,
           'two debouncers: both changes are in the history');
 

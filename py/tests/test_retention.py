@@ -48,7 +48,7 @@ def _exists(conn, relation: str) -> bool:
 
 def _count(conn, ids: list[int]) -> tuple[int, int]:
     return (conn.execute("SELECT count(*) FROM jobs.job WHERE id = ANY(%s)", (ids,)).fetchone()[0],
-            conn.execute("SELECT count(*) FROM jobs.event WHERE job_id = ANY(%s)", (ids,)).fetchone()[0])
+            conn.execute("SELECT count(*) FROM jobs.history WHERE job_id = ANY(%s)", (ids,)).fetchone()[0])
 
 
 def test_the_reaper_prunes_old_finished_jobs_in_slices_and_keeps_the_rest(clean_db, conn, redis_url):

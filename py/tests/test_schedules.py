@@ -160,7 +160,7 @@ def test_concurrent_tickers_in_threads_enqueue_each_tick_once(declared, redis_ur
     assert sorted(int(i) for _, i, _ in jobs) == list(range(20))
     # One push per job: a second ticker that found the tick handled pushed nothing.
     assert sorted(_ready(redis_url)) == sorted(j for j, _, _ in jobs)
-    submitted = conn.execute("SELECT count(*) FROM jobs.event WHERE reason = 'submitted'").fetchone()[0]
+    submitted = conn.execute("SELECT count(*) FROM jobs.history WHERE reason = 'submitted'").fetchone()[0]
     assert submitted == 20
     for j, i, key in jobs:
         row = _schedule(conn, f"par{int(i):02d}")
@@ -184,7 +184,7 @@ def test_three_reaper_processes_make_one_job_per_tick(procs, client, conn):
     # Ids follow ticks: the schedule's row lock serialises the tickers, so no later tick's
     # job was created before an earlier one's.
     assert ticks == sorted(ticks)
-    events = conn.execute("SELECT job_id, count(*) FROM jobs.event WHERE reason = 'submitted' "
+    events = conn.execute("SELECT job_id, count(*) FROM jobs.history WHERE reason = 'submitted' "
                           "GROUP BY job_id").fetchall()
     assert sorted(j for j, n in events if n == 1) == [j for j, _, _ in jobs]
     # Each job was signalled once, by the one ticker that created it.

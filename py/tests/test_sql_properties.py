@@ -38,7 +38,7 @@ def transition_table(conn):
 def check_invariants(conn):
     legal, bumps = transition_table(conn)
     events = conn.execute(
-        "SELECT job_id, from_status::text, to_status::text, lease_version, reason FROM jobs.event ORDER BY job_id, id"
+        "SELECT job_id, from_status::text, to_status::text, lease_version, reason FROM jobs.history ORDER BY job_id, id"
     ).fetchall()
     jobs = {r[0]: r[1:] for r in conn.execute(
         "SELECT id, status::text, lease_version, pending_children FROM jobs.job").fetchall()}

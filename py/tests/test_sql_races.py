@@ -167,7 +167,7 @@ def test_concurrent_submits_of_one_idempotency_key_create_one_job(conn, clean_db
     ids = run_together(clean_db, submit_same)
     assert len(set(ids)) == 1
     assert conn.execute("SELECT count(*) FROM jobs.job").fetchone()[0] == 1
-    assert conn.execute("SELECT count(*) FROM jobs.event WHERE reason = 'submitted'").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM jobs.history WHERE reason = 'submitted'").fetchone()[0] == 1
 
 
 def test_concurrent_fan_out_with_one_coordinator_key_creates_one_family(conn, clean_db, kind):

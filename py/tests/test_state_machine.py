@@ -102,6 +102,7 @@ class JobsModel(RuleBasedStateMachine):
         self.step = 0
         self.expected: list[tuple] = []           # events the current step must write
         self.last_event = 0
+        self.last_submitted = 0
         self.versions_seen: dict[int, int] = {}
 
     def teardown(self):
@@ -448,7 +449,7 @@ class JobsModel(RuleBasedStateMachine):
         back by delta leaves every difference between two stored instants as it was and
         makes each of them delta further in the past, which is exactly what now() moving on
         by delta would do. jobs.event.at is read by no function; it moves along so that the
-        history stays in step with the rows."""
+        history stays in step with the rows (a submission's instant is its row's created_at)."""
         delta = hours * 3600.0
         thresholds = [t for j in self.jobs.values() for t in
                       ([j.expires, j.claimed + TIMEOUT] if j.status == "processing"
@@ -470,16 +471,19 @@ class JobsModel(RuleBasedStateMachine):
     # -- after every step --------------------------------------------------------------------
     @invariant()
     def matches_the_database(self):
+        # jobs.history: a submission is read from its job row (its id the job's negated), the
+        # later transitions from jobs.event; both counters say what was read already.
         events = self.conn.execute(
             "SELECT id, job_id, from_status::text, to_status::text, lease_version, worker, reason "
-            "FROM jobs.event WHERE id > %s ORDER BY id", (self.last_event,)).fetchall()
+            "FROM jobs.history WHERE (id > 0 AND id > %s) OR (id < 0 AND job_id > %s) ORDER BY id",
+            (self.last_event, self.last_submitted)).fetchall()
         written = sorted((e[1:] for e in events), key=repr)
         expected = sorted(self.expected, key=repr)
         assert written == expected, f"events written {written}\nthe model expected {expected}"
         for _id, job_id, src, dst, version, _worker, reason in events:
             assert (reason, src, dst) in self.legal, f"job {job_id}: {reason} {src}->{dst} is not in jobs.transitions()"
-        if events:
-            self.last_event = events[-1][0]
+        self.last_event = max([e[0] for e in events if e[0] > 0], default=self.last_event)
+        self.last_submitted = max([e[1] for e in events if e[0] < 0], default=self.last_submitted)
         self.expected = []
 
         rows = self.conn.execute(

@@ -241,7 +241,7 @@ def test_the_job_page_shows_the_timeline_of_a_retried_job(api, procs, client, de
     assert page.locator("#attempt").inner_text().startswith("3 of")
     steps = page.locator("#timeline tbody tr")
     reasons = [steps.nth(i).get_attribute("data-reason") for i in range(steps.count())]
-    expected = [r for (r,) in sql_all(declared, "SELECT reason FROM jobs.event WHERE job_id = %s "
+    expected = [r for (r,) in sql_all(declared, "SELECT reason FROM jobs.history WHERE job_id = %s "
                                                 "ORDER BY id", (job_id,))]
     assert reasons == expected
     assert reasons.count("claimed") == 3 and reasons.count("retried") == 2
@@ -601,8 +601,7 @@ def seed(url: str, jobs: int) -> None:
                                              WHEN j.status = 'failed' THEN 'failed' ELSE 'completed' END,
                        CASE WHEN step.t = 'end' THEN j.error END
                   FROM jobs.job AS j
-                 CROSS JOIN (VALUES (interval '0', NULL, 'queued', 0, NULL, 'submitted'),
-                                    (interval '0.5 s', 'queued', 'processing', 1, 'w-seed', 'claimed'),
+                 CROSS JOIN (VALUES (interval '0.5 s', 'queued', 'processing', 1, 'w-seed', 'claimed'),
                                     (interval '1 s', 'processing', 'end', 1, 'w-seed', NULL))
                        AS step(dt, f, t, lv, w, r)
             """)

@@ -17,7 +17,7 @@ from jobfence.transport import delayed_key
 
 def _events(conn, job_id):
     return [r[0] for r in conn.execute(
-        "SELECT reason FROM jobs.event WHERE job_id = %s ORDER BY id", (job_id,)).fetchall()]
+        "SELECT reason FROM jobs.history WHERE job_id = %s ORDER BY id", (job_id,)).fetchall()]
 
 
 def test_a_debounced_job_runs_once_with_the_last_payload_at_the_pushed_time(procs, client, conn, redis_url):

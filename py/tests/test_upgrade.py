@@ -95,11 +95,48 @@ def test_a_database_at_the_last_release_upgrades_to_head_with_its_jobs_in_flight
                             ids[3]: "failed"}, statuses  # a cancelled job ends failed
         broken = conn.execute("SELECT * FROM jobs.audit() WHERE violations > 0").fetchall()
         assert not broken, broken
+        # The release recorded each submission as a jobs.event row; HEAD reads it from the
+        # job row (docs/design.md "What is recorded where"): one per job, first, all the same.
+        _one_submission_each(conn, ids)
+        assert conn.execute("SELECT count(*) AS n FROM jobs.event WHERE reason = 'submitted'"
+                            ).fetchone()["n"] == 0
 
     fresh = scratch_databases()
     _sqitch("deploy", "--verify", sqitch_target(fresh))
     upgraded, deployed = catalog(url), catalog(fresh)
     assert upgraded == deployed, sorted(set(upgraded) ^ set(deployed))[:20]
+
+
+def _one_submission_each(conn, ids):
+    for job_id in ids:
+        reasons = [e["reason"] for e in conn.execute("SELECT reason FROM jobs.events(%s)", (job_id,))]
+        assert reasons[:1] == ["submitted"] and reasons.count("submitted") == 1, (job_id, reasons)
+
+
+def test_reverting_the_submission_on_the_row_writes_the_submissions_back(scratch_databases):
+    """Reverting event_submitted_on_job puts a submitted row back into jobs.event for every
+    job, first in its history, and deploying it again takes them out: no history loses or
+    doubles its submission either way."""
+    url = scratch_databases()
+    _sqitch("deploy", sqitch_target(url))
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SELECT jobs.define_type('upgrade.back')")
+        ids = [conn.execute("SELECT id FROM jobs.submit('upgrade.back', notify => false)").fetchone()["id"]
+               for _ in range(3)]
+        lease = conn.execute("SELECT * FROM jobs.claim(%s, 'w')", (ids[0],)).fetchone()
+        conn.execute("SELECT * FROM jobs.complete(%s, 'w', %s, NULL)", (ids[0], lease["lease_version"]))
+    _sqitch("revert", "-y", "--to", "event_submitted_on_job^", sqitch_target(url))
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT id, job_id FROM jobs.event WHERE reason = 'submitted' ORDER BY job_id").fetchall()
+        assert [(r["id"], r["job_id"]) for r in rows] == [(-i, i) for i in ids]
+        _one_submission_each(conn, ids)
+        assert [e["reason"] for e in conn.execute("SELECT reason FROM jobs.events(%s)", (ids[0],))] == [
+            "submitted", "claimed", "completed"]
+    _sqitch("deploy", sqitch_target(url))
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        _one_submission_each(conn, ids)
+        assert conn.execute("SELECT count(*) AS n FROM jobs.event WHERE reason = 'submitted'").fetchone()["n"] == 0
+        assert not conn.execute("SELECT * FROM jobs.audit() WHERE violations > 0").fetchall()
 
 
 # The changes that decide whether a lease write's token is the lease's.

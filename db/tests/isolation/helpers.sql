@@ -78,7 +78,7 @@ LANGUAGE sql STABLE AS $$
     SELECT g.name, j.status, j.owned_by, j.lease_version, j.retry_count, j.cancel_requested_at IS NOT NULL,
            CASE WHEN j.lease_expires_at <= now() THEN 'expired' WHEN j.lease_expires_at IS NOT NULL THEN 'live' END,
            j.result,
-           (SELECT string_agg(e.reason, ' ' ORDER BY e.id) FROM jobs.event AS e WHERE e.job_id = j.id)
+           (SELECT string_agg(e.reason, ' ' ORDER BY e.id) FROM jobs.history AS e WHERE e.job_id = j.id)
       FROM unnest($1) WITH ORDINALITY AS g(name, ord)
       JOIN jobs.job AS j ON j.id = iso.id(g.name)
      ORDER BY g.ord

@@ -1,0 +1,4 @@
+-- Revert jobfence:events from pg
+BEGIN;
+DROP FUNCTION jobs.events(bigint);
+COMMIT;

@@ -1,0 +1,4 @@
+-- Revert jobfence:history from pg
+BEGIN;
+DROP VIEW jobs.history;
+COMMIT;
