@@ -5,7 +5,8 @@
 # of the last commit, which deletes each pruned job's events row by row), so the figures differ
 # by the partitioning alone.
 # Both scratch databases get JOBS done jobs spread over DAYS past days, two events each
-# (claimed, completed: the job row records its submission), bulk-loaded as the owner. Then, in each:
+# (claimed, completed, as release 0.1 wrote them and as a completion by another role than the
+# claimant's still does; the job row records the submission), bulk-loaded as the owner. Then, in each:
 #   - table and index bytes of jobs.job and jobs.event (all partitions);
 #   - per-statement latency of submit_many / claim_many / complete_many of 100 (pgbench -r),
 #     and of jobs.events(job_id) for random ids; HOT updates of jobs.job during that run;

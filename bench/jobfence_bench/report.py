@@ -44,16 +44,16 @@ def table(res: dict) -> str:
     sw1, sw100 = ceil.get("same_writes_1", {}), ceil.get("same_writes_100", {})
     if ceil:
         lines.append("1. pgbench ceilings (2 clients): bare = the job row alone; same writes = job row, "
-                     "2 event rows (claim, completion), rollup upserts")
+                     "rollup upserts (the job row records a first attempt's transitions)")
         for name, c in (("unbatched", c1), ("batches of 100", c100),
                         ("same writes, unbatched", sw1), ("same writes, batches of 100", sw100)):
             _row(lines, f"  {name}: jobs/s", c.get("jobs_per_s"))
             for stmt, fig in c.get("statement_ms", {}).items():
                 _row(lines, f"  {name}: {stmt} statement ms", fig)
             _row(lines, f"  {name}: WAL bytes/job", c.get("wal_bytes_per_job"))
-        if ceil.get("no_transition_rows_100"):
-            lines.append("  where the same writes' time goes, batches of 100 (ratio: to the same writes)")
-            for label, key in (("without the transition rows (job row, rollup)", "no_transition_rows_100"),
+        if ceil.get("transition_rows_100"):
+            lines.append("  beside the same writes, batches of 100 (ratio: to the same writes)")
+            for label, key in (("with a transition row per claim and completion (release 0.1)", "transition_rows_100"),
                                ("the job row alone (bare, as above)", "batch_100")):
                 _row(lines, f"    {label}", ceil[key].get("jobs_per_s"), sw100.get("jobs_per_s"), "same writes")
     sql = res.get("sql_path", {})
@@ -172,7 +172,7 @@ def table(res: dict) -> str:
                 _row(lines, f"  {name}: {query} ms", fig)
         b = scale.get("bytes_per_million_done")
         if b:
-            lines.append("  bytes per million done jobs (with their 2 events): " + ", ".join(
+            lines.append("  bytes per million done jobs (rows only: a first attempt's history is its row): " + ", ".join(
                 f"{k} {v / 2**20:,.0f} MiB" for k, v in b.items()))
     lines += api_table(res.get("api"))
     lines += pooler_table(res.get("pooler"))

@@ -3,8 +3,9 @@
 cost on disk.
 
 Rows are generated straight into jobs.job and jobs.event as the owner, in the shape the
-functions write (a done job carries its claimed and completed events; the row records its
-submission), so the set-up takes seconds per million instead of the minutes the API would."""
+functions write (a job done at its first attempt is its row alone: the row records its
+submission, claim and completion), so the set-up takes seconds per million instead of the
+minutes the API would."""
 
 from __future__ import annotations
 
@@ -26,14 +27,6 @@ QUEUED = """
 INSERT INTO jobs.job (kind, queue, payload, max_retries, lease_timeout, timeout, run_after, created_at, updated_at)
 SELECT 'bench', 'default', jsonb_build_object('n', g), 3, '15 s', '30 s', t, t, t
   FROM generate_series(1, %(n)s) AS g, (SELECT now() - interval '1 hour' AS t) AS x
-"""
-EVENTS = """
-INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason)
-SELECT j.id, j.created_at, e.f::jobs.status, e.t::jobs.status, e.v, e.w, e.r
-  FROM jobs.job AS j
-  CROSS JOIN (VALUES ('queued', 'processing', 1, 'w', 'claimed'),
-                     ('processing', 'done', 1, 'w', 'completed')) AS e(f, t, v, w, r)
- WHERE j.id > %(after)s AND j.status = 'done'
 """
 # A month of rollup minutes for the bench kind, every histogram full (the last day in all four
 # shards, the days before as compaction folds them):
@@ -63,19 +56,12 @@ def load(admin, n: int, sql: str, what: str) -> None:
     left = n
     while left > 0:
         step = min(CHUNK, left)
-        after = scalar(admin, "SELECT coalesce(max(id), 0) FROM jobs.job")
-        with admin.transaction():
-            # The event rows point at jobs inserted in this same transaction: the per-row
-            # foreign-key check would only triple the load time.
-            admin.execute("SET LOCAL session_replication_role = replica")
-            admin.execute(sql, {"n": step})
-            admin.execute(EVENTS, {"after": after})
+        admin.execute(sql, {"n": step})
         left -= step
         progress(f"scale: loaded {n - left:,}/{n:,} {what} jobs")
+    # As on a server that accumulated these rows over time: otherwise autovacuum (where it is
+    # on) may start on tens of millions of new rows mid-measurement.
     admin.execute("VACUUM ANALYZE jobs.job")
-    # jobs.event too, as on a server that accumulated these rows over time: otherwise
-    # autovacuum (where it is on) may start on tens of millions of new rows mid-measurement.
-    admin.execute("VACUUM ANALYZE jobs.event")
     admin.execute("CHECKPOINT")
 
 

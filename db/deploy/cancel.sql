@@ -42,9 +42,21 @@ BEGIN
         -- fail or reap turn the job to failed instead of retrying it. A repeated request is a no-op.
         IF target.cancel_requested_at IS NULL THEN
             UPDATE jobs.job AS j SET cancel_requested_at = now(), updated_at = now() WHERE j.id = target.id;
-            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, reason, error)
-            VALUES (target.id, now(), 'processing', 'processing', target.lease_version, target.owned_by,
-                    'cancel_requested', why);
+            -- The request is recorded after the lease's claim, which until now the job row
+            -- alone held (docs/design.md "What is recorded where"): the claim's row first,
+            -- unless release 0.1 wrote it. The same rule as jobs.finish_leases'.
+            INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason, error)
+            SELECT e.job_id, e.at, e.from_status, e.to_status, e.lease_version, e.worker, e.session_role, e.reason, e.error
+              FROM (VALUES
+                   (1, target.id, target.claimed_at, 'queued'::jobs.status, 'processing'::jobs.status, target.lease_version,
+                    target.owned_by, target.claim_role, 'claimed', NULL::text),
+                   (2, target.id, now(), 'processing'::jobs.status, 'processing'::jobs.status, target.lease_version,
+                    target.owned_by, quote_ident(session_user)::regrole, 'cancel_requested', why))
+                   AS e(step, job_id, at, from_status, to_status, lease_version, worker, session_role, reason, error)
+             WHERE e.step = 2 OR NOT EXISTS (SELECT 1 FROM jobs.event AS c
+                                              WHERE c.job_id = target.id AND c.reason = 'claimed'
+                                                AND c.lease_version = target.lease_version)
+             ORDER BY e.step;
         END IF;
         RETURN (target.id, true, target.status, target.run_after, '{}'::bigint[])::jobs.outcome;
     END IF;

@@ -159,7 +159,7 @@ BEGIN
                         THEN format('snoozed %s times, the limit: failed so that it is noticed', cur.snoozes)
                         ELSE i.error END AS error,
                    cur.retry_count, cur.max_retries, cur.cancel_requested_at IS NOT NULL AS cancel_asked,
-                   cur.claimed_at,
+                   cur.claimed_at, cur.claim_role,
                    CASE WHEN i.verdict = 'done' THEN 'done'::jobs.status
                         WHEN i.verdict = 'snooze' AND cur.cancel_requested_at IS NULL AND cur.snoozes < snooze_limit
                           THEN 'queued'::jobs.status
@@ -180,7 +180,7 @@ BEGIN
               -- the table, or of a partial index, per item), and IS NOT DISTINCT FROM does
               -- not prove a partial index's predicate (see jobs.claimable).
              CROSS JOIN LATERAL (
-                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at, j.claimed_at, j.snoozes
+                   SELECT j.retry_count, j.max_retries, j.cancel_requested_at, j.claimed_at, j.claim_role, j.snoozes
                      FROM jobs.job AS j
                     WHERE j.id = i.id
                       AND j.status IS NOT DISTINCT FROM 'processing'
@@ -231,12 +231,30 @@ BEGIN
                AND (j.cancel_requested_at IS NOT NULL) = d.cancel_asked
             RETURNING j.id, j.status, j.run_after, j.lease_version, j.parent_id, j.ordering_key, j.has_dependents,
                       d.worker, d.reason, d.verdict, d.error, d.ord,
-                      j.kind, j.due_at, d.claimed_at, d.retry_count
+                      j.kind, j.due_at, d.claimed_at, d.retry_count, d.lease_version AS claim_version, d.claim_role
         ), logged AS (
+            -- What is recorded where (docs/design.md): a lease that ends in its claimant's
+            -- completion is read from the job row alone (done keeps claimed_at, owned_by and
+            -- claim_role), so the usual completion writes no row. Any other ending is a row,
+            -- after the lease's claim as a row of its own (unless a cancel request wrote it
+            -- already, or release 0.1 did): a requeue clears the claim from the job
+            -- row. ORDER BY: a claim's row takes its id before its ending's. The same rule as
+            -- jobs.cancel's, which cannot call one helper with this function: this unreleased
+            -- rework comes earlier in the plan than any new change.
             INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason, error)
-            SELECT f.id, now(), 'processing', f.status, f.lease_version, f.worker, me, f.reason,
-                   CASE WHEN f.verdict <> 'done' AND f.reason <> 'snoozed' THEN f.error END
+            SELECT e.job_id, e.at, e.from_status, e.to_status, e.lease_version, e.worker, e.session_role, e.reason, e.error
               FROM finished AS f
+             CROSS JOIN LATERAL (VALUES
+                   (1, f.id, f.claimed_at, 'queued'::jobs.status, 'processing'::jobs.status, f.claim_version, f.worker,
+                    f.claim_role, 'claimed', NULL::text),
+                   (2, f.id, now(), 'processing'::jobs.status, f.status, f.lease_version, f.worker, me, f.reason,
+                    CASE WHEN f.verdict <> 'done' AND f.reason <> 'snoozed' THEN f.error END))
+                   AS e(step, job_id, at, from_status, to_status, lease_version, worker, session_role, reason, error)
+             WHERE NOT (f.reason = 'completed' AND f.claim_role IS NOT DISTINCT FROM me)
+               AND (e.step = 2 OR NOT EXISTS (SELECT 1 FROM jobs.event AS c
+                                               WHERE c.job_id = f.id AND c.reason = 'claimed'
+                                                 AND c.lease_version = f.claim_version))
+             ORDER BY f.id, e.step
         )
         SELECT coalesce(array_agg(f.id) FILTER (WHERE f.status <> 'queued'
                                                   AND (f.parent_id IS NOT NULL OR f.ordering_key IS NOT NULL OR f.has_dependents)), '{}'),

@@ -8,6 +8,10 @@
 BEGIN;
 -- The queued -> processing transition shared by claim, claim_many and claim_next: the one
 -- door into processing. Ids that are not claimable now are skipped (zero rows for them).
+-- It writes no jobs.event row: the row it sets (claimed_at, owned_by, claim_role,
+-- lease_version) is the record of the claim until something else about the lease is
+-- recorded, which writes the claim's row first (finish_leases, cancel; docs/design.md "What
+-- is recorded where").
 -- queues: those of the caller's queues (NULL: any). A worker serves its queues only: an id
 -- pushed into the wrong ready list (by anything with write access to Redis) is then a no-op
 -- claim, not another queue's job run by a worker that has no handler for it.
@@ -63,10 +67,6 @@ BEGIN
         -- and read back from the CTE's store for every claimed job.
         RETURNING j.id, j.lease_version, j.kind, j.queue, j.payload, j.retry_count, j.owned_by,
                   j.claimed_at, j.lease_expires_at, j.timeout, j.due_at
-    ), logged AS (
-        INSERT INTO jobs.event (job_id, at, from_status, to_status, lease_version, worker, session_role, reason)
-        SELECT c.id, now(), 'queued', 'processing', c.lease_version, c.owned_by, me, 'claimed'
-          FROM claimed AS c
     ), tallied AS (
         -- Queue wait is measured on a job's first claim (lease_version 1) only, from when it
         -- became due.

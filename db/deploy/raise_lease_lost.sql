@@ -47,10 +47,20 @@ BEGIN
             USING ERRCODE = 'JB001',
                   HINT = 'Another worker of your role or the reaper took this job over, or the lease token did not match. Discard this result: the current owner''s write wins.';
     END IF;
+    -- A job done under the named lease ended it by a completion, which with its claim may be
+    -- recorded by the row alone (docs/design.md "What is recorded where").
+    IF current.status = 'done' AND current.lease_version = raise_lease_lost.lease_version THEN
+        RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): that lease already ended (reason completed); the job is now %, lease_version %',
+            caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
+            current.status, current.lease_version
+            USING ERRCODE = 'JB001',
+                  HINT = 'An earlier write ended this lease (see jobs.events); a second write to it changes nothing.';
+    END IF;
     -- Nobody holds the job, and a lease that ended no longer names its role on the row
     -- (finish_leases clears claim_role unless the job is done), so the row cannot tell a lease
     -- the reaper took back from one never granted. The history can: a kept job keeps all of
-    -- it (drop_event_partitions), and every claim and every exit from processing is an event.
+    -- it (drop_event_partitions), and a lease that ended otherwise than in a completion has
+    -- its claim and its ending as rows of jobs.event (finish_leases).
     SELECT e.id, e.session_role INTO claimed
       FROM jobs.event AS e
      WHERE e.job_id = raise_lease_lost.job_id AND e.reason = 'claimed'

@@ -387,9 +387,9 @@ SELECT schema_privs_are('jobs', 'public', ARRAY[]::text[], 'style: PUBLIC has no
 SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
                   WHERE p.pronamespace = 'jobs'::regnamespace
                     AND p.prosrc ~* 'INSERT\s+INTO\s+jobs\.event\M' $$,
-              ARRAY['cancel', 'end_unheld', 'finish_leases', 'grant_leases', 'insert_jobs',
+              ARRAY['cancel', 'end_unheld', 'finish_leases', 'insert_jobs',
                     'mark_enqueue_failed', 'recover_enqueue_failed', 'release_dependents', 'requeue_failed'],
-              'style: only the transition doors (cancel''s cancel_requested flag and release_dependents'' released mark too) write jobs.event');
+              'style: only the transition doors (cancel''s cancel_requested flag and release_dependents'' released mark too) write jobs.event (a claim is the job row''s until a row of its lease is written)');
 SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
                   WHERE p.pronamespace = 'jobs'::regnamespace
                     AND p.prosrc ~* 'UPDATE\s+jobs\.(job|claimable)\M[^;]*?\mSET\s((?!\m(WHERE|FROM|RETURNING)\M)[^;])*\mstatus\s*=' $$,

@@ -4,20 +4,22 @@
 -- Contract: docs/design.md §2 (transition table), §3 (event columns, lease_version after the transition,
 -- reasons), §8.3 (lease_version never decreases; every event sequence is a path of §2).
 BEGIN;
-SELECT plan(48);
+SELECT plan(53);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
-CREATE TEMP TABLE mark (job_id bigint PRIMARY KEY, last_event bigint NOT NULL);
--- remember where a job's history stands
+-- Where a job's history stands, as its number of transitions: a history only grows at its
+-- end, though a claim the job row held moves into jobs.event (a new id) when a row of its
+-- lease is written (docs/design.md "What is recorded where").
+CREATE TEMP TABLE mark (job_id bigint PRIMARY KEY, seen bigint NOT NULL);
 CREATE FUNCTION pg_temp.mark(bigint) RETURNS void LANGUAGE sql AS $$
-    INSERT INTO mark SELECT $1, coalesce(max(e.id), 0) FROM jobs.history AS e WHERE e.job_id = $1
-    ON CONFLICT (job_id) DO UPDATE SET last_event = excluded.last_event $$;
+    INSERT INTO mark SELECT $1, count(*) FROM jobs.history AS e WHERE e.job_id = $1
+    ON CONFLICT (job_id) DO UPDATE SET seen = excluded.seen $$;
 -- the events appended since the mark (NULL: none), as (from,to,lease_version,worker,reason,error) ...
 CREATE FUNCTION pg_temp.new_events(bigint) RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT string_agg((e.from_status, e.to_status, e.lease_version, e.worker, e.reason, e.error)::text, ' ' ORDER BY e.id)
-      FROM jobs.history AS e
-     WHERE e.job_id = $1 AND e.id > coalesce((SELECT m.last_event FROM mark AS m WHERE m.job_id = $1), -9223372036854775808) $$;
+    SELECT string_agg((h.from_status, h.to_status, h.lease_version, h.worker, h.reason, h.error)::text, ' ' ORDER BY h.n)
+      FROM (SELECT e.*, row_number() OVER (ORDER BY e.id) AS n FROM jobs.history AS e WHERE e.job_id = $1) AS h
+     WHERE h.n > coalesce((SELECT m.seen FROM mark AS m WHERE m.job_id = $1), 0) $$;
 
 DO $$ BEGIN
     PERFORM jobs.define_type('tc.ev', queue => 'tc.ev.q', max_retries => 3);
@@ -222,13 +224,46 @@ SELECT is_empty($$
       JOIN LATERAL (SELECT e.to_status, e.lease_version FROM jobs.history AS e WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS last ON true
      WHERE j.id IN (SELECT id FROM ids) AND (last.to_status <> j.status OR last.lease_version <> j.lease_version) $$,
     'event_log: the latest event of every job matches its current status and lease_version');
--- A submission's instant is the row's created_at, which pg_temp.elapse moves back with the
--- row's other instants; the test below checks that it is the row's.
-SELECT is_empty($$ SELECT * FROM jobs.history WHERE job_id IN (SELECT id FROM ids) AND at <> now() AND reason <> 'submitted' $$,
+-- A submission's instant is the row's created_at and a claim's its claimed_at, which
+-- pg_temp.elapse moves back with the row's other instants; the tests below check that they
+-- are the row's.
+SELECT is_empty($$ SELECT * FROM jobs.history WHERE job_id IN (SELECT id FROM ids) AND at <> now() AND reason NOT IN ('submitted', 'claimed') $$,
     'event_log: events are stamped with transaction time now()');
 SELECT is_empty($$ SELECT * FROM jobs.history WHERE job_id IN (SELECT id FROM ids)
                     AND reason IN ('claimed', 'completed', 'retried', 'failed', 'cancel_requested') AND worker IS NULL $$,
     'event_log: claims, completions, worker failures and cancel requests name the worker');
+
+-- What is recorded where (docs/design.md): a lease its claimant completes is read from the job
+-- row alone; any other row of a lease is written after the lease's claim as a row.
+DO $$ DECLARE v bigint; BEGIN
+    PERFORM pg_temp.job('quiet', 'tc.ev');
+    SELECT l.lease_version INTO v FROM jobs.claim(pg_temp.id('quiet'), 'w7') AS l;
+    PERFORM jobs.complete(pg_temp.id('quiet'), 'w7', v, '{}');
+    PERFORM pg_temp.job('loud', 'tc.ev');
+    SELECT l.lease_version INTO v FROM jobs.claim(pg_temp.id('loud'), 'w7') AS l;
+    PERFORM jobs.fail(pg_temp.id('loud'), 'w7', v, 'e7', true);
+    PERFORM pg_temp.job('asked', 'tc.ev');
+    SELECT l.lease_version INTO v FROM jobs.claim(pg_temp.id('asked'), 'w7') AS l;
+    PERFORM jobs.cancel(pg_temp.id('asked'), 'stop');
+    PERFORM jobs.complete(pg_temp.id('asked'), 'w7', v, '{}');
+END $$;
+SELECT is((SELECT count(*) FROM jobs.event WHERE job_id = pg_temp.id('quiet')), 0::bigint,
+          'event_log: a lease its claimant completes writes no jobs.event row');
+SELECT results_eq($$ SELECT h.id - 4503599627370496 - 2 * j.id, h.reason, h.at = CASE h.reason WHEN 'claimed' THEN j.claimed_at ELSE j.finished_at END,
+                            h.worker, h.session_role = j.claim_role, h.lease_version
+                       FROM jobs.history AS h JOIN jobs.job AS j ON j.id = h.job_id
+                      WHERE h.job_id = pg_temp.id('quiet') AND h.reason <> 'submitted' ORDER BY h.id $$,
+                  $$ VALUES (0::bigint, 'claimed', true, 'w7', true, 1::bigint), (1::bigint, 'completed', true, 'w7', true, 1::bigint) $$,
+                  'event_log: ... its claim and completion read from the row: claimed_at, finished_at, owned_by, claim_role, ids 2^52 + 2 id (+ 1)');
+SELECT results_eq($$ SELECT e.reason, e.lease_version, e.session_role = (SELECT claim_role FROM jobs.job WHERE id = pg_temp.id('quiet'))
+                       FROM jobs.event AS e WHERE e.job_id = pg_temp.id('loud') ORDER BY e.id $$,
+                  $$ VALUES ('claimed', 1::bigint, true), ('retried', 2::bigint, true) $$,
+                  'event_log: a retry writes the lease''s claim as a row, then its own, in that order');
+SELECT results_eq($$ SELECT e.reason FROM jobs.event AS e WHERE e.job_id = pg_temp.id('asked') ORDER BY e.id $$,
+                  $$ VALUES ('claimed'), ('cancel_requested') $$,
+                  'event_log: a cancel request on a running job writes the claim''s row first, once');
+SELECT is(ARRAY(SELECT reason FROM jobs.events(pg_temp.id('asked'))), ARRAY['submitted', 'claimed', 'cancel_requested', 'completed'],
+          'event_log: ... and the completion after it is read from the row, last');
 
 -- The submission is the job row: jobs.event refuses one, jobs.history reads it from the row.
 SELECT throws_ok($$ INSERT INTO jobs.event (job_id, to_status, lease_version, reason)

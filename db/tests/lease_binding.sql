@@ -5,7 +5,7 @@
 -- nobody holds ended, events record the session role, no read path shows a token, and outcome
 -- sizes are capped.
 BEGIN;
-SELECT plan(93);
+SELECT plan(94);
 \ir helpers/lease_helpers.psql
 
 -- Two login roles of the worker kind: worker A and worker B (rolled back with the test).
@@ -100,6 +100,9 @@ SELECT is((jobs.complete(pg_temp.id('b'), 'host-a:1', 1, '{"by": "b"}')).accepte
 RESET SESSION AUTHORIZATION;
 SELECT is((SELECT session_role FROM jobs.history WHERE job_id = pg_temp.id('b') AND reason = 'completed'), 'lb_worker_b'::regrole,
           'events: the completion records who really wrote it, whatever worker name it gave');
+SELECT results_eq($$ SELECT e.reason, e.session_role::text FROM jobs.event AS e WHERE e.job_id = pg_temp.id('b') ORDER BY e.id $$,
+                  $$ VALUES ('claimed', 'lb_worker_a'), ('completed', 'lb_worker_b') $$,
+                  'binding off: a completion by another role is a row of jobs.event, after its claim''s (the job row keeps the claimant''s role only)');
 SELECT jobs.configure_leases(bind_session_role => true);
 
 -- Lease tokens: handed out by the *_with_token claims, checked when given.

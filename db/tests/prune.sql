@@ -6,9 +6,14 @@ BEGIN;
 SELECT plan(32);
 
 SELECT jobs.define_type('pr_t');
+-- Done at the second attempt: the first attempt's claim and retry are rows of jobs.event
+-- (a lease its claimant completes is recorded by the job row alone).
 CREATE FUNCTION pg_temp.run_done(job bigint) RETURNS jobs.outcome LANGUAGE plpgsql AS $$
 DECLARE v bigint;
 BEGIN
+    SELECT l.lease_version INTO STRICT v FROM jobs.claim(job, 'w') AS l;
+    PERFORM jobs.fail(job, 'w', v, 'again', true);
+    UPDATE jobs.job AS r SET run_after = now() WHERE r.id = job;
     SELECT l.lease_version INTO STRICT v FROM jobs.claim(job, 'w') AS l;
     RETURN jobs.complete(job, 'w', v, '{"ok": true}');
 END $$;

@@ -11,7 +11,7 @@ from jobfence.errors import InvalidParameter
 
 
 def _claimed_at(conn, job_id):
-    return conn.execute("SELECT at FROM jobs.event WHERE job_id = %s AND reason = 'claimed' "
+    return conn.execute("SELECT at FROM jobs.history WHERE job_id = %s AND reason = 'claimed' "
                         "ORDER BY id LIMIT 1", (job_id,)).fetchone()[0]
 
 

@@ -62,7 +62,7 @@ def test_worker_and_reaper_racing_for_one_expired_lease_apply_exactly_one_exit(c
     assert accepted.isdisjoint(reaped)
     assert accepted | reaped == {i for i, _ in leases}
     exits = conn.execute(
-        "SELECT job_id, count(*) FROM jobs.event WHERE reason IN ('completed', 'reaped') GROUP BY job_id").fetchall()
+        "SELECT job_id, count(*) FROM jobs.history WHERE reason IN ('completed', 'reaped') GROUP BY job_id").fetchall()
     assert sorted(exits) == sorted((i, 1) for i, _ in leases)
 
 

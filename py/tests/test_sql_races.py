@@ -90,7 +90,7 @@ def test_workers_draining_2000_jobs_with_claim_next_claim_each_exactly_once(conn
     assert set(counts.values()) == {1}
     assert sum(1 for ids in per_worker if ids) > 1, "the work was not shared"
     assert conn.execute("SELECT count(*) FROM jobs.job WHERE status = 'done'").fetchone()[0] == 2000
-    claims = conn.execute("SELECT count(*) FROM jobs.event WHERE reason = 'claimed'").fetchone()[0]
+    claims = conn.execute("SELECT count(*) FROM jobs.history WHERE reason = 'claimed'").fetchone()[0]
     assert claims == 2000
 
 

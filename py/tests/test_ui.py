@@ -250,7 +250,7 @@ def test_the_job_page_shows_the_timeline_of_a_retried_job(api, procs, client, de
               if reasons[i] == "claimed"]
     # Each attempt holds a lease of its own, newer than the last (a retry bumps it too).
     assert leases == [str(v) for (v,) in sql_all(
-        declared, "SELECT lease_version FROM jobs.event WHERE job_id = %s AND reason = "
+        declared, "SELECT lease_version FROM jobs.history WHERE job_id = %s AND reason = "
                   "'claimed' ORDER BY id", (job_id,))]
     assert [int(v) for v in leases] == sorted({int(v) for v in leases})
     claimed = page.locator("#timeline tr[data-reason='claimed']").first.inner_text()

@@ -1,5 +1,6 @@
 """The statements the chaos runner reads its verdict with. They read ``jobs.job``,
-``jobs.event`` and the workload's ``chaos.*`` tables directly: a checker of the history, on a
+``jobs.history`` (every transition: the job rows' and ``jobs.event``'s, docs/design.md "What is
+recorded where") and the workload's ``chaos.*`` tables directly: a checker of the history, on a
 scratch database it owns, run as its administrator (the drivers' calls are in
 ``jobfence.sql``)."""
 
@@ -8,7 +9,7 @@ SELECT owned_by, count(*) AS n FROM jobs.job WHERE status = 'processing' GROUP B
 """
 
 COUNT_PARKED = """
-SELECT count(DISTINCT job_id) AS n FROM jobs.event
+SELECT count(DISTINCT job_id) AS n FROM jobs.history
  WHERE job_id = ANY (%(ids)s::bigint[]) AND to_status = 'enqueue_failed'
 """
 
@@ -37,7 +38,7 @@ SELECT a.id, j.status::text AS status
 """
 
 DUPLICATE_COMPLETIONS = """
-SELECT job_id, count(*) AS n FROM jobs.event WHERE reason = 'completed'
+SELECT job_id, count(*) AS n FROM jobs.history WHERE reason = 'completed'
  GROUP BY job_id HAVING count(*) > 1 ORDER BY job_id
 """
 
@@ -54,7 +55,7 @@ WITH rows AS (
 ), accepted AS (
     SELECT j.id, j.status::text AS status, e.lease_version
       FROM jobs.job AS j
-      LEFT JOIN jobs.event AS e ON e.job_id = j.id AND e.reason = 'completed'
+      LEFT JOIN jobs.history AS e ON e.job_id = j.id AND e.reason = 'completed'
      WHERE j.kind IN ('chaos_effect', 'chaos_fanin', 'chaos_ordered')
 )
 SELECT coalesce(p.job_id, a.id) AS job_id, coalesce(p.n, 0) AS n, p.lease_version AS effect_version,
@@ -84,7 +85,7 @@ WITH c AS (
 ), claims AS (
     SELECT e.job_id, min(e.at) FILTER (WHERE e.reason = 'claimed') AS first_claim,
            count(*) FILTER (WHERE e.reason = 'completed') AS completions
-      FROM jobs.event AS e WHERE e.job_id IN (SELECT id FROM c) GROUP BY e.job_id
+      FROM jobs.history AS e WHERE e.job_id IN (SELECT id FROM c) GROUP BY e.job_id
 )
 SELECT c.id, c.status, coalesce(k.children, 0) AS children, coalesce(k.unfinished, 0) AS unfinished,
        k.last_child_end, cl.first_claim, coalesce(cl.completions, 0) AS completions,
@@ -140,7 +141,7 @@ SELECT extract(epoch FROM (SELECT min(finished_at) FROM jobs.job
 """
 
 EVENT_COUNTS = """
-SELECT reason, count(*) AS n FROM jobs.event
+SELECT reason, count(*) AS n FROM jobs.history
  WHERE reason IN ('reaped', 'timed_out', 'enqueue_failed', 'recovered', 'retried', 'failed')
  GROUP BY reason
 """
