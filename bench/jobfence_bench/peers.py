@@ -128,7 +128,7 @@ def run_peer(settings: Settings, admin, system: str, jobs: int, rnd: int, redis_
 
 def writes_alone(settings: Settings, admin) -> dict:
     """PostgreSQL's CPU per job for the package's writes without its functions (the same-writes
-    ceiling) and for the job row alone (the bare ceiling: no transition rows, no rollup), each
+    ceiling) and for the job row alone (the bare ceiling: no rollup), each
     a pgbench run at batches of 100. With jobfence's workers and relay as measured beside them,
     what these writes allow at most (docs/performance.md, "What the writes allow")."""
     out = {}

@@ -82,7 +82,7 @@ def table(res: dict) -> str:
                  sub.get(f"plain_insert{keys}", {}).get("jobs_per_s"), "plain multi-row INSERT")
             _row(lines, f"  submit_many{' (idempotency keys)' if keys else ''}: jobs/s",
                  sub.get(f"submit_many{keys}", {}).get("jobs_per_s"),
-                 sub.get(f"same_writes_insert{keys}", {}).get("jobs_per_s"), "same writes (INSERT + events + rollup)")
+                 sub.get(f"same_writes_insert{keys}", {}).get("jobs_per_s"), "same writes (INSERT + rollup)")
             _row(lines, f"  plain INSERT{' (keys)' if keys else ''}: jobs/s", sub.get(f"plain_insert{keys}", {}).get("jobs_per_s"))
             _row(lines, f"  same writes{' (keys)' if keys else ''}: jobs/s",
                  sub.get(f"same_writes_insert{keys}", {}).get("jobs_per_s"))
@@ -262,8 +262,8 @@ def writes_allow_lines(allow: dict | None, fastest: str | None) -> list[str]:
     m = allow["measured"]
     lines = [f"  what the writes allow: PostgreSQL at only the writes' CPU per job (pgbench, batches of 100, "
              f"same round), workers and relay as measured, {allow['cores']} cores"]
-    for name, label in (("same_writes", "the same writes (job row, transition rows, rollup)"),
-                        ("job_row", "the job row alone (no transition rows, no rollup)")):
+    for name, label in (("same_writes", "the same writes (job row, rollup)"),
+                        ("job_row", "the job row alone (no rollup)")):
         a = allow[name]
         lines.append(ROW.format(f"    {label}", _fmt(a["jobs_per_s"]["median"]),
                                 f"{_fmt(a['jobs_per_s']['min'])}–{_fmt(a['jobs_per_s']['max'])}",
