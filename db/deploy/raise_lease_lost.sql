@@ -20,6 +20,7 @@ DECLARE
     me regrole := quote_ident(session_user)::regrole;
     claimed record;
     ended record;
+    ending text;
     by_reaper boolean;
 BEGIN
     SELECT * INTO current FROM jobs.job AS j WHERE j.id = raise_lease_lost.job_id;
@@ -50,53 +51,52 @@ BEGIN
     -- A job done under the named lease ended it by a completion, which with its claim may be
     -- recorded by the row alone (docs/design.md "What is recorded where").
     IF current.status = 'done' AND current.lease_version = raise_lease_lost.lease_version THEN
-        RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): that lease already ended (reason completed); the job is now %, lease_version %',
-            caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
-            current.status, current.lease_version
-            USING ERRCODE = 'JB001',
-                  HINT = 'An earlier write ended this lease (see jobs.events); a second write to it changes nothing.';
-    END IF;
-    -- Nobody holds the job, and a lease that ended no longer names its role on the row
-    -- (finish_leases clears claim_role unless the job is done), so the row cannot tell a lease
-    -- the reaper took back from one never granted. The history can: a kept job keeps all of
-    -- it (drop_event_partitions), and a lease that ended otherwise than in a completion has
-    -- its claim and its ending as rows of jobs.event (finish_leases).
-    SELECT e.id, e.session_role INTO claimed
-      FROM jobs.event AS e
-     WHERE e.job_id = raise_lease_lost.job_id AND e.reason = 'claimed'
-       AND e.lease_version = raise_lease_lost.lease_version
-     ORDER BY e.id
-     LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): the job was never claimed at that lease_version; it is now %, lease_version %',
-            caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
-            current.status, current.lease_version
-            USING ERRCODE = 'JB001',
-                  HINT = 'Write with the job_id and lease_version a claim returned (jobs.lease); no lease was granted at this one. Discard this result.';
-    END IF;
-    SELECT e.reason, e.error, e.session_role INTO ended
-      FROM jobs.event AS e
-     WHERE e.job_id = raise_lease_lost.job_id AND e.id > claimed.id
-       AND e.from_status = 'processing' AND e.to_status <> 'processing'
-     ORDER BY e.id
-     LIMIT 1;
-    -- The event keeps the reason, not the verdict: a lease the reaper ended as exhausted or
-    -- cancelled shows through the errors only jobs.reap writes, from a role other than the
-    -- claimant's (a worker failing its own lease with such an error stays its own ending).
-    by_reaper := ended.reason IN ('reaped', 'timed_out')
-                 OR (ended.reason IN ('exhausted', 'cancelled')
-                     AND (ended.error = 'lease expired' OR ended.error LIKE 'timeout after %')
-                     AND ended.session_role IS DISTINCT FROM claimed.session_role);
-    IF by_reaper THEN
-        RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): that lease ended, the reaper took it back (%, reason %); the job is now %, lease_version %',
-            caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
-            ended.error, ended.reason, current.status, current.lease_version
-            USING ERRCODE = 'JB001',
-                  HINT = 'The reaper ends a lease whose heartbeats stopped or whose timeout passed (see jobs.events). Discard this result: a job queued again runs under a new lease.';
+        ending := 'completed';
+    ELSE
+        -- Nobody holds the job, and a lease that ended no longer names its role on the row
+        -- (finish_leases clears claim_role unless the job is done), so the row cannot tell a
+        -- lease the reaper took back from one never granted. The history can: a kept job
+        -- keeps all of it (drop_event_partitions), and a lease that ended otherwise than in
+        -- a completion has its claim and its ending as rows of jobs.event (finish_leases).
+        SELECT e.id, e.session_role INTO claimed
+          FROM jobs.event AS e
+         WHERE e.job_id = raise_lease_lost.job_id AND e.reason = 'claimed'
+           AND e.lease_version = raise_lease_lost.lease_version
+         ORDER BY e.id
+         LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): the job was never claimed at that lease_version; it is now %, lease_version %',
+                caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
+                current.status, current.lease_version
+                USING ERRCODE = 'JB001',
+                      HINT = 'Write with the job_id and lease_version a claim returned (jobs.lease); no lease was granted at this one. Discard this result.';
+        END IF;
+        SELECT e.reason, e.error, e.session_role INTO ended
+          FROM jobs.event AS e
+         WHERE e.job_id = raise_lease_lost.job_id AND e.id > claimed.id
+           AND e.from_status = 'processing' AND e.to_status <> 'processing'
+         ORDER BY e.id
+         LIMIT 1;
+        -- The event keeps the reason, not the verdict: a lease the reaper ended as exhausted
+        -- or cancelled shows through the errors only jobs.reap writes, from a role other than
+        -- the claimant's (a worker failing its own lease with such an error stays its own
+        -- ending).
+        by_reaper := ended.reason IN ('reaped', 'timed_out')
+                     OR (ended.reason IN ('exhausted', 'cancelled')
+                         AND (ended.error = 'lease expired' OR ended.error LIKE 'timeout after %')
+                         AND ended.session_role IS DISTINCT FROM claimed.session_role);
+        IF by_reaper THEN
+            RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): that lease ended, the reaper took it back (%, reason %); the job is now %, lease_version %',
+                caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
+                ended.error, ended.reason, current.status, current.lease_version
+                USING ERRCODE = 'JB001',
+                      HINT = 'The reaper ends a lease whose heartbeats stopped or whose timeout passed (see jobs.events). Discard this result: a job queued again runs under a new lease.';
+        END IF;
+        ending := ended.reason;
     END IF;
     RAISE EXCEPTION '%: lease lost on job % (you: worker %, lease_version %): that lease already ended (reason %); the job is now %, lease_version %',
         caller, current.id, raise_lease_lost.worker, raise_lease_lost.lease_version,
-        coalesce(ended.reason, 'unknown'), current.status, current.lease_version
+        coalesce(ending, 'unknown'), current.status, current.lease_version
         USING ERRCODE = 'JB001',
               HINT = 'An earlier write ended this lease (see jobs.events); a second write to it changes nothing.';
 END $$;

@@ -5,7 +5,7 @@
 -- nobody holds ended, events record the session role, no read path shows a token, and outcome
 -- sizes are capped.
 BEGIN;
-SELECT plan(94);
+SELECT plan(95);
 \ir helpers/lease_helpers.psql
 
 -- Two login roles of the worker kind: worker A and worker B (rolled back with the test).
@@ -306,6 +306,14 @@ SELECT is((jobs.complete(pg_temp.id('x'), 'w1', 1, '{}')).status, 'done'::jobs.s
 SELECT throws_like($$ SELECT jobs.complete(pg_temp.id('x'), 'w1', 1, '{}') $$,
                    'jobs.complete: lease lost on job % (you: worker w1, lease_version 1): that lease already ended, the job is done',
                    'ended by its holder: a repeated complete -> JB001 saying the lease already ended');
+RESET SESSION AUTHORIZATION;
+-- Another role writing to that lease: x is done, its claim and completion recorded by the job
+-- row alone (no jobs.event row to read them from), and told as a completion, not as a lease
+-- never granted.
+SET SESSION AUTHORIZATION lb_worker_b;
+SELECT throws_like($$ SELECT jobs.complete(pg_temp.id('x'), 'w1', 1, '{}') $$,
+                   'jobs.complete: lease lost on job % (you: worker w1, lease_version 1): that lease already ended (reason completed); the job is now done, lease_version 1',
+                   'ended by its holder: another role''s write to a lease its claimant completed -> JB001 saying it ended in a completion');
 RESET SESSION AUTHORIZATION;
 -- A lease the reaper ended at the job's execution timeout: taken back too, as reason timed_out.
 SELECT jobs.define_type('lb.timed', lease_timeout => '5 seconds', timeout => '5 seconds', max_retries => 2);
