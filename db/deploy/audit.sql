@@ -8,9 +8,9 @@ BEGIN;
 -- database: every job's events are a legal path of jobs.transitions() (the same table the
 -- functions follow), each lease_version is its predecessor's plus what the transition bumps,
 -- at most one accepted completion per job, the row agrees with its last event, and no lease
--- outlives its expiry by more than two reaper intervals. One pass over jobs.history (the
--- submissions from jobs.job, the rest from jobs.event) in (job_id, id) order and one over the
--- unfinished jobs; read-only.
+-- outlives its expiry by more than two reaper intervals. One pass over jobs.history (what the
+-- job rows record and jobs.event's rows) in (job_id, id) order and one over the unfinished
+-- jobs; read-only.
 CREATE OR REPLACE FUNCTION jobs.audit(reaper_interval interval DEFAULT '5 seconds', examples integer DEFAULT 10)
 RETURNS TABLE (check_name text, violations bigint, example_job_ids bigint[], description text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -95,7 +95,7 @@ BEGIN
      ORDER BY k.ord;
 END $$;
 COMMENT ON FUNCTION jobs.audit(interval, integer) IS
-    'Check the invariants over jobs.job and jobs.history (the submissions read from the job rows, every later transition from jobs.event): one row per check with the number of violating jobs and some of their ids. Read-only. Granted to jobs_admin.';
+    'Check the invariants over jobs.job and jobs.history (what the job rows record and jobs.event''s rows): one row per check with the number of violating jobs and some of their ids. Read-only. Granted to jobs_admin.';
 REVOKE ALL ON FUNCTION jobs.audit(interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.audit(interval, integer) TO jobs_admin;
 COMMIT;

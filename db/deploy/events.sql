@@ -15,7 +15,8 @@ AS $$
 BEGIN
     -- With producer ownership on, another role's job has no history to show (as unknown);
     -- nor has a pruned job, whose history waits in its day partitions to be dropped whole.
-    -- jobs.history: the submission is the job row, the later transitions jobs.event's.
+    -- jobs.history: what the job row records (the submission; a lease's claim and its
+    -- claimant's completion) and jobs.event's rows (docs/design.md "What is recorded where").
     RETURN QUERY
     SELECT e.* FROM jobs.history AS e
      WHERE e.job_id = events.job_id
@@ -26,7 +27,7 @@ BEGIN
      ORDER BY e.id;
 END $$;
 COMMENT ON FUNCTION jobs.events(bigint) IS
-    'A job''s transition history (jobs.history), oldest first; the first row, its submission, is read from the job row, with the job''s id negated as its id. From/to status, lease_version after the transition, worker (the name given), session_role (the login role that acted), reason, error. Zero rows for an unknown job.';
+    'A job''s transition history (jobs.history), oldest first; what the job row records is read from it: the submission (id: the job''s id negated), and a lease''s claim and its claimant''s completion (ids 2^52 + 2 × the job''s id, + 1). From/to status, lease_version after the transition, worker (the name given), session_role (the login role that acted), reason, error. Zero rows for an unknown job.';
 REVOKE ALL ON FUNCTION jobs.events(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobs.events(bigint) TO jobs_producer, jobs_admin;
 COMMIT;
