@@ -58,7 +58,6 @@ DECLARE
     bind_role boolean;
     require_token boolean;
     me regrole := quote_ident(session_user)::regrole;
-    expected uuid[];
     inner_key bytea;
     outer_key bytea;
     too_big record;
@@ -118,21 +117,20 @@ BEGIN
     SELECT p.bind_session_role, p.require_lease_token, p.token_key_inner, p.token_key_outer
       INTO bind_role, require_token, inner_key, outer_key
       FROM jobs.lease_policy AS p;
-    -- The token check needs only the item: computed once for the batch, and only when one is given.
-    expected := CASE WHEN EXISTS (SELECT 1 FROM unnest(finish_leases.tokens) AS t WHERE t IS NOT NULL)
-                     THEN jobs.lease_tokens(finish_leases.job_ids, finish_leases.lease_versions)
-                     ELSE array_fill(NULL::uuid, ARRAY[n]) END;
     -- No explicit row locks: the UPDATE itself waits for a concurrent writer and then
     -- re-checks its WHERE on the newest row version. A row whose facts changed meanwhile (a
     -- cancel request, a reaper's requeue) is left alone by this round and decided again in
     -- the next one, from what it says then. Usually there is one round.
     LOOP
         rounds := rounds + 1;
-        -- token_ok: a token of the HMAC form that releases up to 0.1 handed out (HMAC-SHA256
-        -- under the same key) is still the lease's, so a lease claimed before an upgrade to one
-        -- digest (lease_tokens) ends normally. Computed only for a token that is not of the
-        -- current form: the usual batch pays one digest per item (docs/security.md, "Lease
-        -- tokens"). The same rule as extend_leases', which cannot call one helper with this
+        -- token_ok: the lease's token is of jobs.lease_tokens' form, computed here per item
+        -- (through lease_tokens, an array in and out, it cost 3 % more instructions per
+        -- completed job; docs/performance.md, "Instructions per job"); lease_tokens.sql holds
+        -- the two to one form. A token of the HMAC form that releases up to 0.1 handed out
+        -- (HMAC-SHA256 under the same key) is still the lease's, so a lease claimed before an
+        -- upgrade to one digest ends normally; computed only for a token that is not of the
+        -- current form, so the usual batch pays one digest per item (docs/security.md, "Lease
+        -- tokens"). The same rules as extend_leases', which cannot call one helper with this
         -- function: this unreleased rework comes earlier in the plan than any new change, and
         -- would call it before an upgrade had deployed it.
         WITH input AS (
@@ -140,14 +138,14 @@ BEGIN
                    i.verdict IN ('expired', 'timeout') AS by_reaper,
                    i.verdict IN ('expired', 'timeout')
                    OR CASE WHEN i.token IS NULL THEN NOT require_token
-                           WHEN i.token = i.expected THEN true
+                           WHEN i.token = encode(substring(sha256(outer_key || int8send(i.id) || int8send(i.lease_version)) FROM 1 FOR 16), 'hex')::uuid THEN true
                            ELSE i.token = encode(substring(sha256(outer_key || sha256(inner_key || int8send(i.id) || int8send(i.lease_version)))
                                                            FROM 1 FOR 16), 'hex')::uuid END AS token_ok
               FROM unnest(finish_leases.job_ids, finish_leases.workers, finish_leases.lease_versions,
                           finish_leases.verdicts, finish_leases.results, finish_leases.errors,
-                          coalesce(finish_leases.tokens, array_fill(NULL::uuid, ARRAY[n])), expected,
+                          coalesce(finish_leases.tokens, array_fill(NULL::uuid, ARRAY[n])),
                           coalesce(finish_leases.delays, array_fill(NULL::interval, ARRAY[n])))
-                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, token, expected, delay, ord)
+                   WITH ORDINALITY AS i(id, worker, lease_version, verdict, result, error, token, delay, ord)
              WHERE pending IS NULL OR i.ord = ANY (pending)
         ), decided AS (
             -- The authority predicate, and the next-state rule (reliability contract §4;

@@ -9,10 +9,12 @@ BEGIN;
 -- (docs/security.md, "Lease tokens"): the secret block leaves SHA-256 keyed through its
 -- chaining value, the assumption HMAC's own proof rests on, and HMAC's second hash only
 -- stops a length extension, which needs a longer message than the 16 bytes every token
--- hashes and the 128 bits of the digest that are never shown. The one place the token is
--- computed: the claims that hand it out and the writes that check it both call this (the
--- writes also accept a token of the HMAC form releases up to 0.1 handed out, for a lease
--- claimed before an upgrade: finish_leases and extend_leases). One call per batch.
+-- hashes and the 128 bits of the digest that are never shown. The single claims, claim_next
+-- and the heartbeats call this, once per batch; the batch paths' claim_many_with_token and
+-- finish_leases compute the same form in their own queries, per item, which costs fewer
+-- instructions than an array in and out of this function, and lease_tokens.sql holds all
+-- of them to one form. The writes also accept a token of the HMAC form releases up to 0.1
+-- handed out, for a lease claimed before an upgrade (finish_leases and extend_leases).
 CREATE OR REPLACE FUNCTION jobs.lease_tokens(job_ids bigint[], lease_versions bigint[])
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER

@@ -6,7 +6,7 @@
 -- normally. Nothing else about the token may change: one per lease, never stored, checked
 -- only where given unless required (lease_binding.sql).
 BEGIN;
-SELECT plan(16);
+SELECT plan(18);
 \ir helpers/lease_helpers.psql
 
 CREATE ROLE lt_worker LOGIN;
@@ -63,6 +63,14 @@ SELECT isnt((SELECT pg_temp.single(g.job_id, g.lease_version) FROM granted AS g 
             'form: the single hash is not the HMAC form');
 SELECT is((SELECT g.token FROM jobs.claim_with_token(pg_temp.id('e'), 'host:1') AS g),
           pg_temp.s('e', 1), 'form: claim_with_token hands out the same form');
+-- claim_many_with_token and finish_leases compute the form in their own queries, per item:
+-- held here to jobs.lease_tokens', the one the single claims and the heartbeats use.
+SELECT is(ARRAY(SELECT g.token FROM granted AS g ORDER BY g.job_id),
+          jobs.lease_tokens(ARRAY(SELECT g.job_id FROM granted AS g ORDER BY g.job_id),
+                            ARRAY(SELECT g.lease_version FROM granted AS g ORDER BY g.job_id)),
+          'form: claim_many_with_token hands out jobs.lease_tokens'' tokens');
+SELECT is(jobs.lease_tokens(ARRAY[pg_temp.id('e')], ARRAY[1::bigint]), ARRAY[pg_temp.s('e', 1)],
+          'form: jobs.lease_tokens is the same form');
 SELECT is(jobs.lease_tokens(ARRAY[pg_temp.id('a'), NULL, pg_temp.id('b')], ARRAY[1, 1, NULL]::bigint[]),
           ARRAY[pg_temp.s('a', 1), NULL, NULL],
           'lease_tokens: in input order, NULL where the fence is incomplete');
