@@ -20,10 +20,11 @@ BEGIN
     -- The one door into processing, as for jobs.claim_many (it records the session role).
     -- Each token is computed in this query, beside its lease: the leases of the batch path
     -- no longer go into an array and out again through jobs.with_lease_tokens, which cost 9 %
-    -- of the server's instructions per claimed job (docs/performance.md, "Instructions per
-    -- job"). The form is jobs.lease_tokens' (docs/security.md, "Lease tokens"), written here
-    -- too because that unreleased rework comes earlier in the plan than any helper this one
-    -- could share with it; lease_tokens.sql holds both to one form.
+    -- of the server's instructions per claimed job (docs/performance.md, "The lease tokens in
+    -- the batch calls' own queries"). The form is jobs.lease_tokens' (docs/security.md,
+    -- "Lease tokens"), written here too because that unreleased rework comes earlier in the
+    -- plan than any helper this one could share with it; lease_tokens.sql holds both to one
+    -- form.
     RETURN QUERY
     SELECT l.job_id, l.lease_version, l.kind, l.queue, l.payload, l.attempt, l.lease_expires_at, l.timeout_at,
            encode(substring(sha256(key_block || int8send(l.job_id) || int8send(l.lease_version)) FROM 1 FOR 16), 'hex')::uuid

@@ -125,8 +125,8 @@ BEGIN
         rounds := rounds + 1;
         -- token_ok: the lease's token is of jobs.lease_tokens' form, computed here per item
         -- (through lease_tokens, an array in and out, it cost 3 % more instructions per
-        -- completed job; docs/performance.md, "Instructions per job"); lease_tokens.sql holds
-        -- the two to one form. A token of the HMAC form that releases up to 0.1 handed out
+        -- completed job; docs/performance.md, "The lease tokens in the batch calls' own
+        -- queries"); lease_tokens.sql holds the two to one form. A token of the HMAC form that releases up to 0.1 handed out
         -- (HMAC-SHA256 under the same key) is still the lease's, so a lease claimed before an
         -- upgrade to one digest ends normally; computed only for a token that is not of the
         -- current form, so the usual batch pays one digest per item (docs/security.md, "Lease
