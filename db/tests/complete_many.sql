@@ -1,7 +1,7 @@
 -- pgTAP tests for jobs.complete_many(job_ids, worker, lease_versions, results): per-item processing -> done.
 -- Contract: docs/design.md §2 (authority predicate per item, accepted = false), §4 (outcome, wake), §5, §8.2.
 BEGIN;
-SELECT plan(40);
+SELECT plan(45);
 -- Shared helpers (temporary objects, gone with the ROLLBACK).
 \ir helpers/lease_helpers.psql
 
@@ -160,6 +160,28 @@ SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L,
 SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s, %s], %L, ARRAY[1, 1]::bigint[], NULL)',
                                 pg_temp.id('ended'), pg_temp.id('once'), 'w1')), 1::bigint,
     'complete_many: a held lease beside a refused one: one round for both');
+
+-- The same with lease binding off, where a completion takes finish_leases' general statement
+-- (with binding on, a worker's completions take the one for done verdicts, which has no
+-- rounds: it reads nothing before its UPDATE).
+UPDATE jobs.lease_policy SET bind_session_role = false;
+DO $$ BEGIN
+    PERFORM pg_temp.running('once_g', 'tc.cmany', 'w1');
+    PERFORM pg_temp.running('ended_g', 'tc.cmany', 'w1');
+    PERFORM jobs.complete(pg_temp.id('ended_g'), 'w1', 1);
+END $$;
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('ended_g'), 'w1')), 1::bigint,
+    'complete_many, binding off: an item whose lease has ended is refused in one round');
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('once_g'), 'w2')), 1::bigint,
+    'complete_many, binding off: an item naming another worker is refused in one round');
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[0]::bigint[], NULL)', pg_temp.id('once_g'), 'w1')), 1::bigint,
+    'complete_many, binding off: a stale lease_version is refused in one round');
+SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s, %s], %L, ARRAY[1, 1]::bigint[], NULL)',
+                                pg_temp.id('ended_g'), pg_temp.id('once_g'), 'w1')), 1::bigint,
+    'complete_many, binding off: a held lease beside a refused one: one round for both');
+SELECT is((SELECT status::text FROM jobs.job WHERE id = pg_temp.id('once_g')), 'done',
+    'complete_many, binding off: ... and the held one is done');
+UPDATE jobs.lease_policy SET bind_session_role = true;
 
 -- roles
 SET LOCAL ROLE jobs_producer;
