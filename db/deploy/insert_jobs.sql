@@ -48,6 +48,9 @@ DECLARE
     debounced_rows jobs.job[] := '{}';
     -- Once per batch: every spec of one call is in the caller's key namespace.
     owner_ regrole := jobs.key_owner();
+    -- The submitting session role, which the column's default would compute again for every
+    -- row (a name quoted and looked up per job: 1.7 % of a submit's server instructions).
+    submitter regrole := quote_ident(session_user)::regrole;
 BEGIN
     IF specs IS NULL OR jsonb_typeof(specs) <> 'array' THEN
         RAISE EXCEPTION '%: expected a JSON array of job specs, got %', caller, coalesce(jsonb_typeof(specs), 'NULL')
@@ -385,11 +388,11 @@ BEGIN
     ), keyless AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
                                    due_at, idempotency_key, ordering_key, parent_id, priority, traceparent,
-                                   concurrency_key)
+                                   concurrency_key, submitted_by)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
                s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority, s.traceparent,
-               s.concurrency_key
+               s.concurrency_key, submitter
           FROM src AS s
          WHERE s.idempotency_key IS NULL
          ORDER BY s.ord
@@ -397,11 +400,11 @@ BEGIN
     ), keyed AS (
         INSERT INTO jobs.job AS j (id, kind, queue, payload, max_retries, lease_timeout, timeout, run_after,
                                    due_at, idempotency_key, ordering_key, parent_id, priority, key_owner,
-                                   unique_states, unique_until, traceparent, concurrency_key)
+                                   unique_states, unique_until, traceparent, concurrency_key, submitted_by)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
                s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_,
-               s.unique_states, s.unique_until, s.traceparent, s.concurrency_key
+               s.unique_states, s.unique_until, s.traceparent, s.concurrency_key, submitter
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
          ORDER BY s.ord
