@@ -146,39 +146,31 @@ BEGIN
     EXECUTE stmt;
     RETURN (SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE funcid = tally) - before;
 END $f$;
-DO $$ BEGIN
-    PERFORM pg_temp.running('once', 'tc.cmany', 'w1');
-    PERFORM pg_temp.running('ended', 'tc.cmany', 'w1');
-    PERFORM jobs.complete(pg_temp.id('ended'), 'w1', 1);
-END $$;
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('ended'), 'w1')), 1::bigint,
-    'complete_many: an item whose lease has ended (the job is done) is refused in one round');
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('once'), 'w2')), 1::bigint,
-    'complete_many: an item naming another worker is refused in one round');
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[0]::bigint[], NULL)', pg_temp.id('once'), 'w1')), 1::bigint,
-    'complete_many: a stale lease_version is refused in one round');
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s, %s], %L, ARRAY[1, 1]::bigint[], NULL)',
-                                pg_temp.id('ended'), pg_temp.id('once'), 'w1')), 1::bigint,
-    'complete_many: a held lease beside a refused one: one round for both');
+-- held is a running job, ended one completed: four refusals, each decided in one round.
+CREATE FUNCTION pg_temp.refused_in_one_round(held text, ended text, label text) RETURNS SETOF text
+LANGUAGE plpgsql AS $f$
+DECLARE
+    call text := 'SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[%s]::bigint[], NULL)';
+BEGIN
+    PERFORM pg_temp.running(held, 'tc.cmany', 'w1');
+    PERFORM pg_temp.running(ended, 'tc.cmany', 'w1');
+    PERFORM jobs.complete(pg_temp.id(ended), 'w1', 1);
+    RETURN NEXT is(pg_temp.rounds(format(call, pg_temp.id(ended), 'w1', 1)), 1::bigint,
+        label || ': an item whose lease has ended (the job is done) is refused in one round');
+    RETURN NEXT is(pg_temp.rounds(format(call, pg_temp.id(held), 'w2', 1)), 1::bigint,
+        label || ': an item naming another worker is refused in one round');
+    RETURN NEXT is(pg_temp.rounds(format(call, pg_temp.id(held), 'w1', 0)), 1::bigint,
+        label || ': a stale lease_version is refused in one round');
+    RETURN NEXT is(pg_temp.rounds(format(call, pg_temp.id(ended) || ', ' || pg_temp.id(held), 'w1', '1, 1')), 1::bigint,
+        label || ': a held lease beside a refused one: one round for both');
+END $f$;
+SELECT * FROM pg_temp.refused_in_one_round('once', 'ended', 'complete_many');
 
 -- The same with lease binding off, where a completion takes finish_leases' general statement
 -- (with binding on, a worker's completions take the one for done verdicts, which has no
 -- rounds: it reads nothing before its UPDATE).
 UPDATE jobs.lease_policy SET bind_session_role = false;
-DO $$ BEGIN
-    PERFORM pg_temp.running('once_g', 'tc.cmany', 'w1');
-    PERFORM pg_temp.running('ended_g', 'tc.cmany', 'w1');
-    PERFORM jobs.complete(pg_temp.id('ended_g'), 'w1', 1);
-END $$;
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('ended_g'), 'w1')), 1::bigint,
-    'complete_many, binding off: an item whose lease has ended is refused in one round');
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[1]::bigint[], NULL)', pg_temp.id('once_g'), 'w2')), 1::bigint,
-    'complete_many, binding off: an item naming another worker is refused in one round');
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s], %L, ARRAY[0]::bigint[], NULL)', pg_temp.id('once_g'), 'w1')), 1::bigint,
-    'complete_many, binding off: a stale lease_version is refused in one round');
-SELECT is(pg_temp.rounds(format('SELECT * FROM jobs.complete_many(ARRAY[%s, %s], %L, ARRAY[1, 1]::bigint[], NULL)',
-                                pg_temp.id('ended_g'), pg_temp.id('once_g'), 'w1')), 1::bigint,
-    'complete_many, binding off: a held lease beside a refused one: one round for both');
+SELECT * FROM pg_temp.refused_in_one_round('once_g', 'ended_g', 'complete_many, binding off');
 SELECT is((SELECT status::text FROM jobs.job WHERE id = pg_temp.id('once_g')), 'done',
     'complete_many, binding off: ... and the held one is done');
 UPDATE jobs.lease_policy SET bind_session_role = true;
