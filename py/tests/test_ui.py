@@ -179,7 +179,7 @@ def test_the_overview_shows_each_queue_and_kind_with_the_counts_of_postgresql(
 
     page = open_page()
     sign_in(page, api, ADMIN_TOKEN)
-    assert page.get_by_role("heading", name="Overview").is_visible()
+    sync_api.expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     depth = {(q, k): (ready, delayed, blocked, running) for q, k, ready, delayed, blocked, running in
              sql_all(declared, "SELECT queue, kind, queued_ready, queued_delayed, queued_blocked, "
                                "processing FROM jobs.queue_depth")}
@@ -330,7 +330,7 @@ def test_replay_from_the_job_page_queues_the_failed_job_and_signals_it(
     assert "permanent failure" in page.locator("#error").inner_text()
     page.get_by_role("link", name="Replay…").click()
     # The confirmation step changes nothing by itself.
-    assert page.get_by_role("heading", name=f"Replay job {job_id}?").is_visible()
+    sync_api.expect(page.get_by_role("heading", name=f"Replay job {job_id}?")).to_be_visible()
     shoot(page, "replay-confirm")
     assert status_of(declared, job_id) == "failed"
     page.get_by_role("button", name=f"Replay job {job_id}").click()
@@ -427,8 +427,8 @@ def test_dead_letters_are_grouped_and_a_selected_group_is_replayed_in_one_go(
     # The whole group: jobs.replay_many for the kind and that exact error.
     page.get_by_role("button", name=re.compile("Replay the whole group: flaky failing with "
                                                ".*permanent failure")).click()
-    assert page.get_by_role("heading", name="Replay every failed flaky job with this "
-                                            "error?").is_visible()
+    confirm = page.get_by_role("heading", name="Replay every failed flaky job with this error?")
+    sync_api.expect(confirm).to_be_visible()
     assert all(status_of(declared, j) == "failed" for j in permanent)
     page.get_by_role("button", name="Replay every failed flaky job with this error").click()
     assert page.locator("#summary").inner_text().startswith("3 replayed")
@@ -443,7 +443,7 @@ def test_dead_letters_are_grouped_and_a_selected_group_is_replayed_in_one_go(
     page.goto(f"{api.base}/ui/dead-letters")
     page.get_by_label(re.compile("Select 1 flaky job")).check()
     page.get_by_role("button", name="Replay selected…").click()
-    assert page.get_by_role("heading", name="Replay 1 job?").is_visible()
+    sync_api.expect(page.get_by_role("heading", name="Replay 1 job?")).to_be_visible()
     assert status_of(declared, exhausted) == "failed"
     page.get_by_role("button", name="Replay 1 job").click()
     assert page.locator("#summary").inner_text().startswith("1 replayed")
