@@ -20,8 +20,12 @@ BEGIN;
 -- debounce"), records the producer's trace context, serialises ordering keys, logs events and sends the outbox notifications
 -- (delivered by PostgreSQL only if the caller's transaction commits).
 -- Set-based: a batch of any size is a fixed number of statements, not two INSERTs per spec.
-CREATE OR REPLACE FUNCTION jobs.insert_jobs(caller text, specs jsonb, parent_id bigint, single boolean)
-RETURNS TABLE (job jobs.job, created boolean)
+-- The jobs come back as arrays (one row, job_rows[i] and created[i] for specs[i]): a set
+-- would be stored row by row by RETURN QUERY and read back by the caller, who, for
+-- submit_many, stores it once more to return it (docs/performance.md, "A submit's rows, copied
+-- fewer times"). jobs.insert_jobs, below, is the same call as a set, for callers of one job.
+CREATE OR REPLACE FUNCTION jobs.insert_job_rows(caller text, specs jsonb, parent_id bigint, single boolean,
+                                                OUT job_rows jobs.job[], OUT created boolean[])
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -58,6 +62,8 @@ BEGIN
     END IF;
     n := jsonb_array_length(specs);
     IF n = 0 THEN
+        job_rows := '{}';
+        created := '{}';
         RETURN;
     END IF;
     -- Bounded work per statement: 100,000 specs held a backend for tens of seconds and
@@ -361,7 +367,11 @@ BEGIN
 
     -- Specs without an idempotency key cannot conflict: they skip ON CONFLICT, whose
     -- speculative insertion costs an extra WAL record per row.
-    WITH src AS (
+    -- NOT MATERIALIZED: read by both inserts, src would otherwise be written to a store and
+    -- read back, every spec with its jsonb, once per call (3 % of a submit's instructions).
+    -- Inlined, each insert reads the specs itself and computes the columns only for the
+    -- specs it keeps; src holds nothing volatile (the ids were drawn above), so both agree.
+    WITH src AS NOT MATERIALIZED (
         SELECT new_ids[e.ord] AS id, e.spec, e.ord, t.kind, t.queue, t.max_retries, t.lease_timeout, t.timeout,
                coalesce((e.spec ->> 'priority')::smallint, t.priority) AS priority,
                coalesce(nullif(e.spec -> 'payload', 'null'), '{}') AS payload,
@@ -391,7 +401,7 @@ BEGIN
                                    concurrency_key, submitted_by)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, NULL, s.ordering_key, insert_jobs.parent_id, s.priority, s.traceparent,
+               s.run_after, NULL, s.ordering_key, insert_job_rows.parent_id, s.priority, s.traceparent,
                s.concurrency_key, submitter
           FROM src AS s
          WHERE s.idempotency_key IS NULL
@@ -403,7 +413,7 @@ BEGIN
                                    unique_states, unique_until, traceparent, concurrency_key, submitted_by)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.kind, s.queue, s.payload, s.max_retries, s.lease_timeout, s.timeout, s.run_after,
-               s.run_after, s.idempotency_key, s.ordering_key, insert_jobs.parent_id, s.priority, owner_,
+               s.run_after, s.idempotency_key, s.ordering_key, insert_job_rows.parent_id, s.priority, owner_,
                s.unique_states, s.unique_until, s.traceparent, s.concurrency_key, submitter
           FROM src AS s
          WHERE s.idempotency_key IS NOT NULL
@@ -493,7 +503,8 @@ BEGIN
     IF cardinality(created_ids) = n THEN
         -- No spec met an existing key (the common case): ids follow spec order, and the
         -- rows are the ones just inserted.
-        RETURN QUERY SELECT r, true FROM unnest(created_rows) AS r;
+        job_rows := created_rows;
+        created := array_fill(true, ARRAY[n]);
     ELSE
     -- Debounce: a repeat that asks for it changes the key's job while the job is still
     -- queued (the UPDATE's row lock and re-check make a claim that gets there first win: the
@@ -553,10 +564,11 @@ BEGIN
     -- CONFLICT waited for a concurrent inserter to commit, so under READ COMMITTED this new
     -- statement sees its row. With scoped keys several jobs may share a key: the one in scope
     -- answers, or, if it left the scope since the insert met it, the newest.
-    RETURN QUERY
-    SELECT CASE WHEN mine.id IS NOT NULL THEN mine
-                WHEN moved.id IS NOT NULL THEN moved
-                ELSE theirs.holder END, mine.id IS NOT NULL
+    SELECT array_agg(CASE WHEN mine.id IS NOT NULL THEN mine
+                          WHEN moved.id IS NOT NULL THEN moved
+                          ELSE theirs.holder END ORDER BY e.ord),
+           array_agg(mine.id IS NOT NULL ORDER BY e.ord)
+      INTO job_rows, created
       FROM jsonb_array_elements(specs) WITH ORDINALITY AS e(spec, ord)
       LEFT JOIN jobs.job AS mine ON mine.id = new_ids[e.ord] AND mine.id = ANY (created_ids)
       LEFT JOIN LATERAL (
@@ -578,8 +590,7 @@ BEGIN
              ORDER BY h.id DESC
              LIMIT 1)
            LIMIT 1) AS theirs ON true
-      LEFT JOIN unnest(debounced_rows) AS moved ON moved.id = (theirs.holder).id
-     ORDER BY e.ord;
+      LEFT JOIN unnest(debounced_rows) AS moved ON moved.id = (theirs.holder).id;
     END IF;
 
     IF cardinality(created_ids) = 0 THEN
@@ -634,7 +645,28 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+COMMENT ON FUNCTION jobs.insert_job_rows(text, jsonb, bigint, boolean) IS
+    'Internal: validate job specs and insert them as queued (idempotency, ordering, events, outbox notify); the jobs as arrays in spec order. Not granted to any role.';
+REVOKE ALL ON FUNCTION jobs.insert_job_rows(text, jsonb, bigint, boolean) FROM PUBLIC;
+
+-- The same transition as a set of (job, created), in spec order: what the callers of one
+-- job (submit, fan_out, enqueue_tick) and compensate read.
+CREATE OR REPLACE FUNCTION jobs.insert_jobs(caller text, specs jsonb, parent_id bigint, single boolean)
+RETURNS TABLE (job jobs.job, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    inserted record;
+BEGIN
+    SELECT r.job_rows, r.created INTO inserted
+      FROM jobs.insert_job_rows(insert_jobs.caller, insert_jobs.specs, insert_jobs.parent_id, insert_jobs.single) AS r;
+    -- In the select list the two run in step, and each job stays one value (unnest in FROM
+    -- would spread it into its columns).
+    RETURN QUERY SELECT unnest(inserted.job_rows), unnest(inserted.created);
+END $$;
 COMMENT ON FUNCTION jobs.insert_jobs(text, jsonb, bigint, boolean) IS
-    'Internal: validate job specs and insert them as queued (idempotency, ordering, events, outbox notify). Not granted to any role.';
+    'Internal: jobs.insert_job_rows as a set of (job, created), in spec order. Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.insert_jobs(text, jsonb, bigint, boolean) FROM PUBLIC;
 COMMIT;

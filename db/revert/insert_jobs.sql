@@ -298,4 +298,6 @@ END $$;
 COMMENT ON FUNCTION jobs.insert_jobs(text, jsonb, bigint, boolean) IS
     'Internal: validate job specs and insert them as queued (idempotency, ordering, events, outbox notify). Not granted to any role.';
 REVOKE ALL ON FUNCTION jobs.insert_jobs(text, jsonb, bigint, boolean) FROM PUBLIC;
+-- The array form came with this rework; the body above no longer calls it.
+DROP FUNCTION jobs.insert_job_rows(text, jsonb, bigint, boolean);
 COMMIT;

@@ -74,6 +74,7 @@ INSERT INTO expected_fn VALUES
     ('jobs.grant_leases(bigint[],text,boolean,text[])', NULL, NULL, false),
     ('jobs.release_dependents(bigint[])', NULL, NULL, false),
     ('jobs.insert_jobs(text,jsonb,bigint,boolean)', NULL, NULL, false),
+    ('jobs.insert_job_rows(text,jsonb,bigint,boolean)', NULL, NULL, false),
     ('jobs.metrics(interval)', 'TABLE(kind text, queue text, window_start timestamp with time zone, window_seconds double precision, submitted bigint, started bigint, succeeded bigint, failed bigint, retried bigint, reaped bigint, cancelled bigint, dead_lettered bigint, ended_after_0 bigint, ended_after_1 bigint, ended_after_2 bigint, ended_after_3_plus bigint, wait_p50 double precision, wait_p95 double precision, wait_p99 double precision, run_p50 double precision, run_p95 double precision, run_p99 double precision, latency_p50 double precision, latency_p95 double precision, latency_p99 double precision, slo_latency double precision, slo_target numeric, slo_met bigint, slo_attainment double precision, error_budget_remaining double precision, success_rate double precision, slo_success_target numeric, dead_letter_rate double precision, failure_rate double precision, max_backlog bigint, run_time_budget double precision, max_failure_rate numeric)', '{since,kind,queue,window_start,window_seconds,submitted,started,succeeded,failed,retried,reaped,cancelled,dead_lettered,ended_after_0,ended_after_1,ended_after_2,ended_after_3_plus,wait_p50,wait_p95,wait_p99,run_p50,run_p95,run_p99,latency_p50,latency_p95,latency_p99,slo_latency,slo_target,slo_met,slo_attainment,error_budget_remaining,success_rate,slo_success_target,dead_letter_rate,failure_rate,max_backlog,run_time_budget,max_failure_rate}', true),
     ('jobs.compact_metrics(integer)', 'integer', '{max_rows}', true),
     ('jobs.audit(interval,integer)', 'TABLE(check_name text, violations bigint, example_job_ids bigint[], description text)', '{reaper_interval,examples,check_name,violations,example_job_ids,description}', true),
@@ -383,11 +384,11 @@ SELECT schema_privs_are('jobs', 'public', ARRAY[]::text[], 'style: PUBLIC has no
 
 -- One door per transition (docs/sql-api.md, "Who writes a transition"): only the doors write
 -- jobs.event or change jobs.job.status (directly or through the view jobs.claimable), and
--- only insert_jobs creates jobs.
+-- only insert_job_rows (jobs.insert_jobs' array form) creates jobs.
 SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
                   WHERE p.pronamespace = 'jobs'::regnamespace
                     AND p.prosrc ~* 'INSERT\s+INTO\s+jobs\.event\M' $$,
-              ARRAY['cancel', 'end_unheld', 'finish_leases', 'insert_jobs',
+              ARRAY['cancel', 'end_unheld', 'finish_leases', 'insert_job_rows',
                     'mark_enqueue_failed', 'recover_enqueue_failed', 'release_dependents', 'requeue_failed'],
               'style: only the transition doors (cancel''s cancel_requested flag and release_dependents'' released mark too) write jobs.event (a claim is the job row''s until a row of its lease is written)');
 SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
@@ -399,7 +400,7 @@ SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$ SELECT p.proname::text FROM pg_catalog.pg_proc AS p
                   WHERE p.pronamespace = 'jobs'::regnamespace
                     AND p.prosrc ~* '(INSERT\s+INTO|COPY)\s+jobs\.job\M' $$,
-              ARRAY['insert_jobs'], 'style: only insert_jobs creates jobs');
+              ARRAY['insert_job_rows'], 'style: only insert_job_rows creates jobs');
 
 SELECT * FROM finish();
 ROLLBACK;

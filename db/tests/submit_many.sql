@@ -127,10 +127,10 @@ RESET track_functions;
 -- but those three, or a bad value under a key left out would be stored unchecked.
 SELECT is((SELECT ARRAY(SELECT k FROM unnest(substring(p.prosrc FROM $re$e\.spec - '(\{[a-z_,]+\})'::text\[\]$re$)::text[]) AS k
                          WHERE k NOT IN ('kind', 'payload', 'notify') ORDER BY k)
-             FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobs.insert_jobs'::regproc),
+             FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobs.insert_job_rows'::regproc),
           (SELECT ARRAY(SELECT k FROM unnest(substring(p.prosrc FROM $re$e\.spec \?\| '(\{[a-z_,]+\})'::text\[\]$re$)::text[]) AS k
                          ORDER BY k)
-             FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobs.insert_jobs'::regproc),
+             FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobs.insert_job_rows'::regproc),
           'submit_many: the keys whose rules a spec can skip are every accepted key but kind, payload and notify');
 -- ...and each of them, alone beside a kind, is still checked: an object is no valid value for any.
 SELECT throws_ok(format('SELECT * FROM jobs.submit_many(%L)', jsonb_build_array(jsonb_build_object('kind', 'sm_a', k, '{}'::jsonb))),
