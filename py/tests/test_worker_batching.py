@@ -38,10 +38,28 @@ def test_batch_is_not_capped_by_concurrency(procs, client, conn):
     assert claims <= 10, f"{claims} claim round trips for 300 jobs at --batch 100"
 
 
+def test_the_next_batch_is_claimed_while_the_one_before_runs(procs, client, conn):
+    """With the defaults (32 handlers, batches of 100) the prefetch is 168: right after a batch
+    is dispatched the budget still has room for a whole batch, claimed while the first runs,
+    so the handlers need not wait out the next claim's round trip. Never more than the budget."""
+    ids = client.submit_many([{"kind": "sleep", "payload": {"seconds": 10}}] * 300)
+    w = procs.worker("w1")
+    ready = w.find("worker_ready")[0]
+    assert (ready["concurrency"], ready["batch"], ready["prefetch"]) == (32, 100, 168), ready
+    held = "SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'processing'"
+    wait_until(lambda: conn.execute(held, (ids,)).fetchone()[0] == 200, 20,
+               what="two batches held while the first one's handlers sleep")
+    claims = [r[0] for r in conn.execute(
+        "SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'processing' "
+        "GROUP BY claimed_at ORDER BY claimed_at", (ids,))]
+    assert claims == [100, 100], claims
+    # The budget is full: nothing more is claimed until handlers return (10 s from now).
+    assert conn.execute(held, (ids,)).fetchone()[0] == 200
+
+
 def test_a_backlog_is_claimed_in_batches_not_in_remainders(procs, client, conn):
-    """With the defaults (32 handlers, a prefetch of one batch), the budget has room for 32
-    right after a batch of 100 is dispatched. Claiming that remainder would make every other
-    round trip a third of a batch; the claimer waits for half a batch of room instead."""
+    """Claiming whatever sliver of the budget is free would make some round trips carry a
+    few jobs; while jobs are in flight the claimer waits for half a batch of room instead."""
     ids = client.submit_many([{"kind": "noop"}] * 1000)
     procs.worker("w1", "--batch", "100")
     wait_until(lambda: client.status_counts(ids).get("done", 0) == len(ids), 60,

@@ -43,7 +43,9 @@ def _serve_metrics(port: int | None, host: str, role: str) -> None:
                    "round trip.")
 @click.option("--prefetch", type=click.IntRange(0, 100000), default=None,
               help="Jobs that may be claimed beyond the handler slots, waiting (heartbeated) "
-                   "for a handler [default: --batch].")
+                   "for a handler [default: enough for a whole batch to wait while the one "
+                   "before it runs: --batch + the part of a batch the handlers cannot start "
+                   "at once, 168 with the defaults].")
 @click.option("--processes", type=click.IntRange(1, 256), default=None,
               help="Child processes for kinds declared with executor='process' "
                    "[default: min(--concurrency, CPUs)].")

@@ -57,6 +57,16 @@ DEFAULT_LINGER = 0.002
 STATS_EVERY_SECONDS = 15.0
 
 
+def default_prefetch(concurrency: int, batch: int) -> int:
+    """One whole batch may wait while the one before it runs: the next claim, its round trip
+    and its commit, overlap the handlers instead of following them. A batch larger than the
+    handlers already has jobs waiting (68 of 100 with 32 handlers), so those come on top:
+    with a budget of only ``concurrency + batch`` the next claim could not be made until the
+    current batch had nearly drained, and the handlers would sit out every claim's round
+    trip (docs/performance.md, "A batch claimed while the one before runs")."""
+    return batch + max(0, batch - concurrency)
+
+
 def settle_collector() -> None:
     """For a process that is a worker and nothing else (``jobfence worker``), once its app
     is loaded: what exists now (modules, the app, the drivers) lives as long as the process.
@@ -100,9 +110,8 @@ class Worker:
         self.name = name or default_name()
         self.concurrency = max(1, concurrency)
         self.batch = max(1, batch or DEFAULT_BATCH)
-        # One batch may wait for a handler by default: the next batch is claimed while the
-        # current one runs, and a waiting job starts within about one batch's run time.
-        self.prefetch = self.batch if prefetch is None else max(0, prefetch)
+        self.prefetch = default_prefetch(self.concurrency, self.batch) if prefetch is None \
+            else max(0, prefetch)
         self.capacity = self.concurrency + self.prefetch
         self.queues = queues or app.queues
         self.grace = grace
