@@ -3,7 +3,7 @@
 How many ids one pop asks for is bounded by the claim budget, not by idle handlers: up to
 ``concurrency + prefetch`` jobs may be claimed and not yet returned by their handler. Jobs
 waiting for a handler are heartbeated like running ones; their timeout runs from the claim,
-which is why the prefetch stays small: by default one whole batch waits while the one before
+which is why the prefetch is bounded: by default one whole batch waits while the one before
 it runs (``core.default_prefetch``). While jobs are in flight the
 claimer waits for room for half a batch rather than claiming a remainder: a worker with a
 backlog then claims full batches instead of alternating 100 and 32.
