@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import urllib.request
 
 import psycopg
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import wait_until
 
@@ -38,23 +41,64 @@ def test_batch_is_not_capped_by_concurrency(procs, client, conn):
     assert claims <= 10, f"{claims} claim round trips for 300 jobs at --batch 100"
 
 
+def _held(conn, ids) -> int:
+    return conn.execute("SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'processing'",
+                        (ids,)).fetchone()[0]
+
+
+def _claim_sizes(conn, ids) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'processing' "
+        "GROUP BY claimed_at ORDER BY claimed_at", (ids,))]
+
+
+def _loop_time(port: int) -> float:
+    """The worker's jobfence_worker_last_loop_timestamp_seconds: the Unix time its claim loop
+    last went round (a pop, a claim, or a wait for a free slot)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15) as answer:
+        text = answer.read().decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == "jobfence_worker_last_loop_timestamp_seconds":
+            return family.samples[0].value
+    raise AssertionError(f"no loop timestamp in the worker's metrics:\n{text[:2000]}")
+
+
+def _after_two_rounds(port: int, since: float) -> None:
+    """Returns once the claim loop has started a round after ``since`` and then another: any
+    claim the first of them made has committed by then."""
+    first: list[float] = []
+    wait_until(lambda: first.append(_loop_time(port)) or first[-1] > since, 10,
+               what="a round of the claim loop")
+    wait_until(lambda: _loop_time(port) > first[-1], 10, what="the round after it")
+
+
 def test_the_next_batch_is_claimed_while_the_one_before_runs(procs, client, conn):
     """With the defaults (32 handlers, batches of 100) the prefetch is 168: right after a batch
     is dispatched the budget still has room for a whole batch, claimed while the first runs,
-    so the handlers need not wait out the next claim's round trip. Never more than the budget."""
+    so the handlers need not wait out the next claim's round trip."""
     ids = client.submit_many([{"kind": "sleep", "payload": {"seconds": 10}}] * 300)
     w = procs.worker("w1")
     ready = w.find("worker_ready")[0]
     assert (ready["concurrency"], ready["batch"], ready["prefetch"]) == (32, 100, 168), ready
-    held = "SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'processing'"
-    wait_until(lambda: conn.execute(held, (ids,)).fetchone()[0] == 200, 20,
+    wait_until(lambda: _held(conn, ids) == 200, 20,
                what="two batches held while the first one's handlers sleep")
-    claims = [r[0] for r in conn.execute(
-        "SELECT count(*) FROM jobs.job WHERE id = ANY(%s) AND status = 'processing' "
-        "GROUP BY claimed_at ORDER BY claimed_at", (ids,))]
-    assert claims == [100, 100], claims
-    # The budget is full: nothing more is claimed until handlers return (10 s from now).
-    assert conn.execute(held, (ids,)).fetchone()[0] == 200
+    assert _claim_sizes(conn, ids) == [100, 100]
+
+
+def test_the_claim_budget_is_held_to_the_job(procs, client, conn):
+    """concurrency + prefetch jobs at most, exactly: with 32 handlers and a prefetch of 150
+    the budget is 182, so a batch of 100 is followed by one of 82, the room left (over half a
+    batch, so it is claimed at once). Then nothing more while the handlers sleep, though the
+    claim loop keeps going round with 118 ids waiting in Redis."""
+    ids = client.submit_many([{"kind": "sleep", "payload": {"seconds": 30}}] * 300)
+    w = procs.worker("w1", "--prefetch", "150", "--metrics-port", "0")
+    port = int(w.wait_for("metrics_listening")[0]["port"])
+    wait_until(lambda: _held(conn, ids) == 182, 20, what="the budget of 182 held")
+    full_at = time.time()
+    assert _claim_sizes(conn, ids) == [100, 82]
+    _after_two_rounds(port, full_at)
+    assert _held(conn, ids) == 182
+    assert _claim_sizes(conn, ids) == [100, 82]
 
 
 def test_a_backlog_is_claimed_in_batches_not_in_remainders(procs, client, conn):
