@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.request
 
 import psycopg
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import wait_until
+from test_exporter import port_of, scrape
 
 ONE_SECOND_TIMEOUT = {"JOBFENCE_EXAMPLE_TIMEOUT": "1", "JOBFENCE_EXAMPLE_MAX_RETRIES": "0"}
 
@@ -53,14 +52,9 @@ def _claim_sizes(conn, ids) -> list[int]:
 
 
 def _loop_time(port: int) -> float:
-    """The worker's jobfence_worker_last_loop_timestamp_seconds: the Unix time its claim loop
-    last went round (a pop, a claim, or a wait for a free slot)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15) as answer:
-        text = answer.read().decode()
-    for family in text_string_to_metric_families(text):
-        if family.name == "jobfence_worker_last_loop_timestamp_seconds":
-            return family.samples[0].value
-    raise AssertionError(f"no loop timestamp in the worker's metrics:\n{text[:2000]}")
+    """The Unix time the worker's claim loop last went round (a pop, a claim, or a wait for a
+    free slot), from its metrics."""
+    return scrape(port).one("jobfence_worker_last_loop_timestamp_seconds")
 
 
 def _after_two_rounds(port: int, since: float) -> None:
@@ -92,7 +86,7 @@ def test_the_claim_budget_is_held_to_the_job(procs, client, conn):
     claim loop keeps going round with 118 ids waiting in Redis."""
     ids = client.submit_many([{"kind": "sleep", "payload": {"seconds": 30}}] * 300)
     w = procs.worker("w1", "--prefetch", "150", "--metrics-port", "0")
-    port = int(w.wait_for("metrics_listening")[0]["port"])
+    port = port_of(w, "metrics_listening")
     wait_until(lambda: _held(conn, ids) == 182, 20, what="the budget of 182 held")
     full_at = time.time()
     assert _claim_sizes(conn, ids) == [100, 82]
