@@ -222,9 +222,9 @@ def test_missed_once_enqueues_the_latest_missed_tick_and_skip_none(client, redis
     skipped = _schedule(conn, "yearly_skip")
     assert skipped["last_tick"] is None and skipped["ticked_through"] >= this_year
     assert skipped["next_tick"] == datetime(now.year + 1, 1, 1, tzinfo=timezone.utc)
-    minutely = _rows(conn, "minutely_once")[0]
-    assert len(_rows(conn, "minutely_once")) == 1 + again
-    tick = _tick_of(minutely[1])
+    minutely = _rows(conn, "minutely_once")
+    assert len(minutely) == 1 + again
+    tick = _tick_of(minutely[0][1])
     assert tick.second == 0 and tick > now - timedelta(minutes=1), \
         "once: one job, for the latest of sixty missed minutes"
 
