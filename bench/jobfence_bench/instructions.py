@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobfence import sql
+from jobfence import arrays, sql
 
 from .cluster import Cluster, measured
 from .common import progress
@@ -69,20 +69,22 @@ def lifecycle(conn: psycopg.Connection, batch: int, rounds: int, phases: int = 3
     their ids, the worker's completion with the example app's no-op result."""
     specs = json.dumps([{"kind": "bench", "payload": {}, "notify": False}] * batch)
     # What the example app's no-op handler returns, as the judged run's workers complete.
-    results = [Jsonb({"ok": True})] * batch
+    results = arrays.JsonbArray([Jsonb({"ok": True})] * batch)
+    # The arrays as a worker sends them (jobfence.arrays): the server reads the same form.
+    arrays.register(conn)
     for _ in range(rounds):
         ids = [r[0] for r in conn.execute(SUBMIT, (specs,))]
         if phases < 2:
             continue
-        leases = conn.execute(CLAIM, (ids, "bench-1")).fetchall()
+        leases = conn.execute(CLAIM, (arrays.BigintArray(ids), "bench-1")).fetchall()
         if len(leases) != batch:
             raise RuntimeError(f"claimed {len(leases)} of {batch}")
         if phases < 3:
             continue
         unusual = conn.execute(COMPLETE, {
-            "job_ids": [l[0] for l in leases], "worker": "bench-1",
-            "lease_versions": [l[1] for l in leases], "results": results,
-            "tokens": [l[2] for l in leases]}).fetchall()
+            "job_ids": arrays.BigintArray([l[0] for l in leases]), "worker": "bench-1",
+            "lease_versions": arrays.BigintArray([l[1] for l in leases]), "results": results,
+            "tokens": arrays.UuidArray([l[2] for l in leases])}).fetchall()
         if unusual:
             raise RuntimeError(f"{len(unusual)} completions were not accepted as done")
 

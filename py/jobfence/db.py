@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import log as jlog
-from . import rows, sql
+from . import arrays, rows, sql
 from .jsonload import tolerate
 from .errors import InvalidParameter, translate
 from .names import NAME, name_hint
@@ -311,6 +311,13 @@ PERMANENT_REFUSALS = ("does not exist", "password authentication failed",
                       "no pg_hba.conf entry", "permission denied for database",
                       "authentication failed", "is not permitted to log in")
 
+def _configure(conn: psycopg.Connection) -> None:
+    """Every connection of a pool: one stored value Python's json refuses must not fail
+    every read of its rows, and the hot calls' arrays are dumped whole (jobfence.arrays)."""
+    tolerate(conn)
+    arrays.register(conn)
+
+
 class Database:
     """A small autocommit pool with a typed method per SQL function."""
 
@@ -333,8 +340,7 @@ class Database:
             # own thread (a queue put and a thread switch per call on the hot path), and the
             # next caller may find it not back yet. connection() stamps the return instead.
             check=LostConnections(name),
-            # One stored value Python's json refuses must not fail every read of its rows.
-            configure=tolerate,
+            configure=_configure,
             # Keep trying for as long as the process lives: PostgreSQL coming back later
             # must not leave a worker with an empty pool.
             reconnect_timeout=10 * 365 * 86400.0,
@@ -520,7 +526,7 @@ class Database:
         """Where to push those of the jobs that wait for a signal (queued, no pending children)."""
         if not job_ids:
             return []
-        return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, rows.SIGNAL)
+        return self._all(sql.SIGNALS, {"job_ids": arrays.BigintArray(job_ids)}, rows.SIGNAL)
 
     def relay_source(self) -> str:
         """How submits reach the relay: ``notify`` or ``table`` (``jobs.configure_relay``)."""
@@ -536,7 +542,7 @@ class Database:
         takes, with no row object per job: the relay's lookup for every id it is told of."""
         if not job_ids:
             return []
-        return self._all(sql.SIGNALS, {"job_ids": list(job_ids)}, tuple_row)
+        return self._all(sql.SIGNALS, {"job_ids": arrays.BigintArray(job_ids)}, tuple_row)
 
     def redis_namespace(self) -> str:
         """The prefix of this deployment's Redis keys (``jobs.redis_namespace``)."""

@@ -95,7 +95,8 @@ SELECT * FROM jobs.fail(job_id => %(job_id)s, worker => %(worker)s,
 """
 # The same calls with lease tokens: the claims return jobs.lease_grant (a lease and its
 # token) and the writes present the token, so a write is accepted only from whoever was
-# handed the lease (docs/sql-api.md, "Lease binding"). The drivers use only these.
+# handed the lease (docs/sql-api.md, "Lease binding"). The drivers use only these, with
+# their arrays given as jobfence.arrays' types, each dumped whole.
 # Only a tracing worker asks (jobfence.tracing), once per claimed batch.
 TRACE_CONTEXTS = "SELECT job_id, traceparent FROM jobs.trace_contexts(job_ids => %(job_ids)s)"
 CLAIM_MANY_WITH_TOKEN = """

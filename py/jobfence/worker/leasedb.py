@@ -17,6 +17,7 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from .. import rows, sql
+from ..arrays import BigintArray, JsonbArray, UuidArray
 from ..db import Database
 from ..errors import translate
 from ..rows import Lease
@@ -41,19 +42,27 @@ def _unusual(found: Sequence[tuple]) -> dict[int, rows.Outcome]:
             for item, job_id, accepted, status, run_after, wake in found}
 
 
+def _fences(leases: Sequence[Lease]) -> dict:
+    """The job ids, lease versions and tokens of ``leases``, as the arrays the
+    ``*_many_with_token`` statements take, each dumped whole (jobfence.arrays)."""
+    return {"job_ids": BigintArray([lease.job_id for lease in leases]),
+            "lease_versions": BigintArray([lease.lease_version for lease in leases]),
+            "tokens": UuidArray([lease.token for lease in leases])}
+
+
 def _complete_params(items: Sequence[tuple[Lease, Any]], worker: str) -> dict:
-    return {"job_ids": [lease.job_id for lease, _ in items], "worker": worker,
-            "lease_versions": [lease.lease_version for lease, _ in items],
-            "results": [_jsonb(result) for _, result in items],
-            "tokens": [lease.token for lease, _ in items]}
+    results = JsonbArray([_jsonb(result) for _, result in items])
+    # No result at all (the usual no-op or fire-and-forget job): NULL stands for an array
+    # of NULLs (jobs.complete_many), with no element to encode.
+    if results.count(None) == len(results):
+        results = None
+    return {**_fences([lease for lease, _ in items]), "worker": worker, "results": results}
 
 
 def _fail_params(items: Sequence[tuple[Lease, str, bool]], worker: str) -> dict:
-    return {"job_ids": [lease.job_id for lease, _, _ in items], "worker": worker,
-            "lease_versions": [lease.lease_version for lease, _, _ in items],
+    return {**_fences([lease for lease, _, _ in items]), "worker": worker,
             "errors": [error for _, error, _ in items],
-            "retryable": [bool(retry) for _, _, retry in items],
-            "tokens": [lease.token for lease, _, _ in items]}
+            "retryable": [bool(retry) for _, _, retry in items]}
 
 
 class LeaseDatabase(Database):
@@ -64,7 +73,7 @@ class LeaseDatabase(Database):
         """Leases (with tokens) for those of ``job_ids`` claimable now and, given
         ``queues``, in one of the worker's queues: an id another queue's job has is a no-op."""
         return self._all(sql.CLAIM_MANY_WITH_TOKEN, {
-            "job_ids": list(job_ids), "worker": worker,
+            "job_ids": BigintArray(job_ids), "worker": worker,
             "queues": None if queues is None else list(queues)}, rows.LEASE)
 
     def claim_next_leases(self, worker: str, queues: Sequence[str], max_jobs: int) -> list[Lease]:
@@ -79,10 +88,8 @@ class LeaseDatabase(Database):
 
     def beat_leases(self, leases: Sequence[Lease], worker: str) -> list[rows.Beat]:
         """One row per lease, never waiting on a row lock (``jobs.heartbeat_many``)."""
-        return self._all(sql.HEARTBEAT_MANY_WITH_TOKEN, {
-            "job_ids": [lease.job_id for lease in leases], "worker": worker,
-            "lease_versions": [lease.lease_version for lease in leases],
-            "tokens": [lease.token for lease in leases]}, rows.BEAT)
+        return self._all(sql.HEARTBEAT_MANY_WITH_TOKEN, {**_fences(leases), "worker": worker},
+                         rows.BEAT)
 
     def complete_lease(self, lease: Lease, worker: str, result: Any = None,
                        conn: psycopg.Connection | None = None) -> rows.Outcome:
@@ -106,10 +113,8 @@ class LeaseDatabase(Database):
     def snooze_leases(self, items: Sequence[tuple[Lease, float]], worker: str) -> list[rows.Outcome]:
         """items: (lease, delay in seconds); one outcome per item, in order."""
         return self._all(sql.SNOOZE_MANY_WITH_TOKEN, {
-            "job_ids": [lease.job_id for lease, _ in items], "worker": worker,
-            "lease_versions": [lease.lease_version for lease, _ in items],
-            "delays": [timedelta(seconds=delay) for _, delay in items],
-            "tokens": [lease.token for lease, _ in items]}, rows.OUTCOME)
+            **_fences([lease for lease, _ in items]), "worker": worker,
+            "delays": [timedelta(seconds=delay) for _, delay in items]}, rows.OUTCOME)
 
     def progress_lease(self, lease: Lease, worker: str, progress: Any) -> rows.Heartbeat:
         """``jobs.progress``: store the job's progress; extends the lease like a heartbeat."""
