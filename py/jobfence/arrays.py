@@ -50,6 +50,8 @@ class JsonbArray(list):
 
 
 def _array(oid: int, n: int, has_null: bool, elements: bytes) -> bytes:
+    """The header and ``elements``. Callers find NULLs by ``_NULL in`` their element list: a
+    present element is longer than a bare length, so only a NULL equals it."""
     if not n:
         return _EMPTY.pack(0, 0, oid)
     return _HEAD.pack(1, has_null, oid, n, 1) + elements
@@ -96,17 +98,15 @@ class _JsonbArrayDumper(Dumper):
 
     def dump(self, obj: Iterable[Jsonb | None]) -> bytes:
         elements = []
-        has_null = False
         for value in obj:
             if value is None:
                 elements.append(_NULL)
-                has_null = True
                 continue
             # The executor's wrappers dump the text they already checked (worker.common).
             text = (value.dumps or json.dumps)(value.obj)
             data = _JSONB_VERSION + (text.encode(self._encoding) if isinstance(text, str) else bytes(text))
             elements.append(_LENGTH.pack(len(data)) + data)
-        return _array(_JSONB.oid, len(elements), has_null, b"".join(elements))
+        return _array(_JSONB.oid, len(elements), _NULL in elements, b"".join(elements))
 
 
 def register(conn) -> None:

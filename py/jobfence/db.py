@@ -311,6 +311,7 @@ PERMANENT_REFUSALS = ("does not exist", "password authentication failed",
                       "no pg_hba.conf entry", "permission denied for database",
                       "authentication failed", "is not permitted to log in")
 
+
 def _configure(conn: psycopg.Connection) -> None:
     """Every connection of a pool: one stored value Python's json refuses must not fail
     every read of its rows, and the hot calls' arrays are dumped whole (jobfence.arrays)."""
